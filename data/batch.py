@@ -1,0 +1,54 @@
+"""The batch every dataset in `data/` yields and every model in `gem/` consumes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+
+
+@dataclass
+class Batch:
+    """One (per-rank) mini-batch of ranking examples.
+
+    Args:
+        sparse: non-sequence categorical features, one key per feature (user attributes, some
+            multi-hot, and the candidate ad's id / advertiser / category); `stride() == B`.
+        sequence: the user behaviour sequence, one key per event field (item id, action type,
+            time-gap bucket). All keys share the same per-example lengths (the sequence length,
+            0 for users with no history), events in chronological order, oldest first::
+
+                lengths  [2, 0, 3]           (B = 3)
+                offsets  [0, 2, 2, 5]        (B + 1)
+                values   [a0 a1 | | c0 c1 c2] (sum(lengths) = 5 per key)
+
+        dense: float32 `[B, num_dense]`.
+        labels: float32 `[B, num_tasks]` in {0, 1}.
+    """
+
+    sparse: KeyedJaggedTensor
+    sequence: KeyedJaggedTensor
+    dense: torch.Tensor
+    labels: torch.Tensor
+
+    @property
+    def batch_size(self) -> int:
+        return self.dense.shape[0]
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> "Batch":
+        return Batch(
+            sparse=self.sparse.to(device=device, non_blocking=non_blocking),
+            sequence=self.sequence.to(device=device, non_blocking=non_blocking),
+            dense=self.dense.to(device=device, non_blocking=non_blocking),
+            labels=self.labels.to(device=device, non_blocking=non_blocking),
+        )
+
+    def pin_memory(self) -> "Batch":
+        """Called by DataLoader(pin_memory=True) so that `.to(cuda, non_blocking=True)` is async."""
+        return Batch(
+            sparse=self.sparse.pin_memory(),
+            sequence=self.sequence.pin_memory(),
+            dense=self.dense.pin_memory(),
+            labels=self.labels.pin_memory(),
+        )

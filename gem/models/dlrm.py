@@ -1,0 +1,61 @@
+"""DLRM baseline: pooled embeddings + dense MLP -> DCNv2 -> over-arch -> one head per task.
+
+The no-attention baseline: behaviour sequences are sum-pooled into bags, so the model cannot
+relate individual events to the candidate ad.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from torchrec.modules.crossnet import LowRankCrossNet
+from torchrec.modules.mlp import MLP
+
+from data import Batch, Schema
+from gem.models.embeddings import bag_collection
+from gem.models.heads import TaskHeads
+
+
+@dataclass
+class DLRMConfig:
+    name: str = "dlrm"
+    embedding_dim: int = 32
+    dense_arch: list[int] = field(default_factory=lambda: [64])  # then a projection to embedding_dim
+    dcn_layers: int = 2
+    dcn_low_rank: int = 64
+    over_arch: list[int] = field(default_factory=lambda: [256, 128])
+    head_arch: list[int] = field(default_factory=lambda: [64])
+    task_weights: dict[str, float] = field(default_factory=dict)
+
+
+class DLRM(nn.Module):
+    """Args:
+        cfg: the `model` config section.
+        schema: the dataset's feature layout.
+
+    Input: a `Batch`; output: logits `[B, len(schema.tasks)]`.
+
+    Example::
+
+        model = DLRM(DLRMConfig(), dataset.schema)  # tables on meta: shard with DMP before use
+    """
+
+    def __init__(self, cfg: DLRMConfig, schema: Schema) -> None:
+        super().__init__()
+        d = cfg.embedding_dim
+        self.sparse_arch = bag_collection(schema.sparse, d, prefix="sparse")
+        self.sequence_arch = bag_collection(schema.sequence, d, prefix="seqbag")
+        self.dense_arch = nn.Sequential(MLP(schema.num_dense, cfg.dense_arch), nn.Linear(cfg.dense_arch[-1], d))
+        num_vectors = 1 + len(schema.sparse) + len(schema.sequence)
+        self.interaction = LowRankCrossNet(num_vectors * d, cfg.dcn_layers, cfg.dcn_low_rank)
+        self.over_arch = MLP(num_vectors * d, cfg.over_arch)
+        self.heads = TaskHeads(cfg.over_arch[-1], schema.tasks, cfg.head_arch)
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        pooled_sparse = self.sparse_arch(batch.sparse).values()  # [B, F*d]
+        pooled_sequence = self.sequence_arch(batch.sequence).values()  # [B, S*d]
+        dense = self.dense_arch(batch.dense)  # [B, d]
+        x = torch.cat([dense, pooled_sparse, pooled_sequence], dim=1)
+        return self.heads(self.over_arch(self.interaction(x)))

@@ -1,0 +1,29 @@
+"""TorchRec table configs: one table per feature, created on the meta device for DMP to shard."""
+
+from __future__ import annotations
+
+import torch
+from torchrec import EmbeddingBagCollection, EmbeddingBagConfig, EmbeddingCollection, EmbeddingConfig, PoolingType
+
+META = torch.device("meta")
+
+
+def bag_collection(features: dict[str, int], dim: int, prefix: str) -> EmbeddingBagCollection:
+    """Sum-pooled tables, one per feature (`prefix` keeps table names unique across collections)."""
+    tables = [
+        EmbeddingBagConfig(
+            name=f"{prefix}_{name}", embedding_dim=dim, num_embeddings=vocab,
+            feature_names=[name], pooling=PoolingType.SUM,
+        )
+        for name, vocab in features.items()
+    ]
+    return EmbeddingBagCollection(tables=tables, device=META)
+
+
+def sequence_collection(features: dict[str, int], dim: int, prefix: str) -> EmbeddingCollection:
+    """Unpooled tables: one embedding per event, kept jagged."""
+    tables = [
+        EmbeddingConfig(name=f"{prefix}_{name}", embedding_dim=dim, num_embeddings=vocab, feature_names=[name])
+        for name, vocab in features.items()
+    ]
+    return EmbeddingCollection(tables=tables, device=META)
