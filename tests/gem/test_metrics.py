@@ -1,0 +1,67 @@
+"""gem.metrics against independent brute-force computations."""
+
+import math
+import random
+
+import pytest
+import torch
+
+from gem.metrics import auc, calibration, normalized_entropy, task_metrics
+
+
+def brute_force_auc(scores: list[float], labels: list[int]) -> float:
+    pos = [s for s, y in zip(scores, labels) if y == 1]
+    neg = [s for s, y in zip(scores, labels) if y == 0]
+    wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def brute_force_ne(probs: list[float], labels: list[int]) -> float:
+    loss = -sum(y * math.log(p) + (1 - y) * math.log(1 - p) for p, y in zip(probs, labels)) / len(labels)
+    r = sum(labels) / len(labels)
+    return loss / -(r * math.log(r) + (1 - r) * math.log(1 - r))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_auc_matches_pairwise_count_with_ties(seed: int) -> None:
+    rng = random.Random(seed)
+    n = rng.randint(20, 200)
+    scores = [round(rng.random(), 1) for _ in range(n)]  # coarse: many ties
+    labels = [int(rng.random() < 0.3) for _ in range(n)]
+    labels[0], labels[1] = 0, 1
+    got = auc(torch.tensor(scores), torch.tensor(labels))
+    assert got == pytest.approx(brute_force_auc(scores, labels), abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_ne_and_calibration_match_formula(seed: int) -> None:
+    rng = random.Random(seed)
+    probs = [rng.uniform(0.01, 0.99) for _ in range(100)]
+    labels = [int(rng.random() < p) for p in probs]
+    labels[0], labels[1] = 0, 1
+    assert normalized_entropy(torch.tensor(probs, dtype=torch.float64), torch.tensor(labels)) == pytest.approx(
+        brute_force_ne(probs, labels), rel=1e-12)
+    assert calibration(torch.tensor(probs, dtype=torch.float64), torch.tensor(labels)) == pytest.approx(sum(probs) / sum(labels), rel=1e-12)
+
+
+def test_base_rate_predictor_has_ne_one_and_perfect_ranker_auc_one() -> None:
+    labels = torch.tensor([0, 0, 1, 0, 1, 0, 0, 0.0])
+    rate = labels.mean()
+    assert normalized_entropy(torch.full_like(labels, rate.item()), labels) == pytest.approx(1.0)
+    assert auc(labels * 2 - 1, labels) == 1.0
+    assert auc(1 - labels, labels) == 0.0
+
+
+def test_degenerate_labels_give_nan() -> None:
+    ones = torch.ones(4)
+    assert math.isnan(normalized_entropy(torch.full((4,), 0.5), ones))
+    assert math.isnan(auc(torch.rand(4), ones))
+    assert math.isnan(calibration(torch.rand(4), torch.zeros(4)))
+
+
+def test_task_metrics_layout() -> None:
+    probs = torch.tensor([[0.2, 0.1], [0.7, 0.3], [0.4, 0.05], [0.9, 0.6]])
+    labels = torch.tensor([[0, 0], [1, 0], [0, 0], [1, 1.0]])
+    out = task_metrics(probs, labels, ("click", "conversion"))
+    assert set(out) == {"ne", "auc", "calibration"}
+    assert out["auc"] == {"click": 1.0, "conversion": 1.0}
