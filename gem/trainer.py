@@ -66,7 +66,7 @@ class Trainer:
         self.global_batch_size = self.dataset.cfg.batch_size
 
         torch.manual_seed(self.cfg.seed)
-        model, model_cfg = build_model(cfg.model, schema)
+        model, model_cfg = build_model(cfg.model, cfg.attention, schema)
         self.loss_weights = task_weight_vector(self.tasks, model_cfg.task_weights).to(self.device)
         local_batch = self.global_batch_size // self.env.world_size
         self.model = shard_model(model, sharding_cfg, optim_cfg.sparse, self.env, local_batch)

@@ -1,26 +1,26 @@
-"""Model zoo: `build_model(cfg.model, schema)` picks the architecture named by `model.name`."""
+"""Model zoo: `build_model(cfg.model, cfg.attention, schema)` picks the architecture by `model.name`."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from torch import nn
 
 from data import Schema
 from gem.config import typed
+from gem.models.attention import AttentionConfig
 from gem.models.dlrm import DLRM, DLRMConfig
+from gem.models.gem import GEM, GEMConfig
 
-# name -> (config dataclass, model class)
-MODELS: dict[str, tuple[type, Callable[[Any, Schema], nn.Module]]] = {
-    "dlrm": (DLRMConfig, DLRM),
-}
+CONFIGS: dict[str, type] = {"dlrm": DLRMConfig, "gem": GEMConfig}
 
 
-def build_model(section: Any, schema: Schema) -> tuple[nn.Module, Any]:
-    """Validate the `model` section and build the model (embedding tables on the meta device)."""
-    name = section["name"] if "name" in section else None
-    if name not in MODELS:
-        raise ValueError(f"model.name must be one of {sorted(MODELS)}, got {name!r}")
-    config_cls, model_cls = MODELS[name]
-    cfg = typed(config_cls, section, "model")
-    return model_cls(cfg, schema), cfg
+def build_model(section: Any, attention_section: Any, schema: Schema) -> tuple[nn.Module, Any]:
+    """Validate the `model` (and `attention`) sections and build the model, embedding tables on meta."""
+    name = section.get("name") if hasattr(section, "get") else None
+    if name not in CONFIGS:
+        raise ValueError(f"model.name must be one of {sorted(CONFIGS)}, got {name!r}")
+    cfg = typed(CONFIGS[name], section, "model")
+    if name == "dlrm":
+        return DLRM(cfg, schema), cfg
+    return GEM(cfg, typed(AttentionConfig, attention_section, "attention"), schema), cfg

@@ -1,0 +1,148 @@
+"""GEM: a generative-ads-style ranking model whose user sequences stay jagged end to end.
+
+    non-sequence sparse ──EBC──> one token per feature ─────────────┐
+    dense ──linear──> one token ────────────────────────────────────┤
+    candidate ad (its features' tokens, summed) ──> target query ───┼─> interaction ─> over-arch ─> heads
+    sequence fields ──EC──> per-event embedding (jagged [ΣL, d])    │   (DCNv2 | Wukong)
+        ──> N × [jagged self-attention + FFN]                       │
+        ──> PMA (k learned queries, broadcast)  ─> [B, k, d] ───────┤
+        ──> target-aware attention (ad query)   ─> [B, 1, d] ───────┤
+        ──> K most recent events                ─> [B, K, d] ───────┘
+
+All attention goes through `gem.models.attention` (JFA kernels or a baseline, by config).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from torchrec.modules.mlp import MLP
+
+from data import Batch, Schema
+from gem.models.attention import AttentionConfig, attention_function
+from gem.models.embeddings import bag_collection, sequence_collection
+from gem.models.heads import TaskHeads
+from gem.models.interaction import InteractionConfig, build_interaction
+from gem.models.sequence import Jagged, TransformerLayer, positions_from_end, prepend_tokens
+from gem.models.summary import PoolingByAttention, TargetAttention, recent_events
+
+
+@dataclass
+class SequenceArchConfig:
+    num_layers: int = 2
+    num_heads: int = 2
+    num_kv_heads: int | None = None  # < num_heads for grouped-query attention; None = num_heads
+    causal: bool = False
+    window_size: int | None = None  # attend only to events within this many positions
+    ffn_mult: int = 2
+    cls_tokens: bool = False  # prepend the non-sequence tokens to every sequence
+
+
+@dataclass
+class SummaryConfig:
+    pma_queries: int = 4  # learned PMA query tokens (0: no PMA)
+    pma_heads: int = 2
+    target_attention: bool = True
+    target_heads: int = 2
+    recent_k: int = 4  # most recent events passed on as tokens (0: none)
+
+
+@dataclass
+class GEMConfig:
+    name: str = "gem"
+    d_model: int = 64
+    event_combine: str = "sum"  # per-event fields: "sum" or "concat" (then a projection)
+    sequence: SequenceArchConfig = field(default_factory=SequenceArchConfig)
+    summary: SummaryConfig = field(default_factory=SummaryConfig)
+    interaction: InteractionConfig = field(default_factory=InteractionConfig)
+    over_arch: list[int] = field(default_factory=lambda: [256, 128])
+    head_arch: list[int] = field(default_factory=lambda: [64])
+    task_weights: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.event_combine not in ("sum", "concat"):
+            raise ValueError(f"model.event_combine must be sum or concat, got {self.event_combine!r}")
+        s = self.summary
+        if s.pma_queries == 0 and not s.target_attention and s.recent_k == 0 and self.sequence.num_layers == 0:
+            raise ValueError("model: the sequence is unused (no layers, no PMA, no target attention, recent_k=0); "
+                             "use model=dlrm or the no-sequence experiment instead")
+
+
+class GEM(nn.Module):
+    """Args:
+        cfg: the `model` section; attention: the `attention` section (backend); schema: data layout.
+
+    Input: a `Batch`; output: logits `[B, len(schema.tasks)]`.
+
+    Example::
+
+        model = GEM(GEMConfig(d_model=64), AttentionConfig(backend="triton"), dataset.schema)
+    """
+
+    def __init__(self, cfg: GEMConfig, attention: AttentionConfig, schema: Schema) -> None:
+        super().__init__()
+        d, seq_cfg, summ = cfg.d_model, cfg.sequence, cfg.summary
+        attend = attention_function(attention)
+        self.cfg, self.schema = cfg, schema
+        self.candidate = list(schema.candidate)
+
+        self.sparse_arch = bag_collection(schema.sparse, d, prefix="sparse")
+        self.sequence_arch = sequence_collection(schema.sequence, d, prefix="seq")
+        self.dense_token = nn.Linear(schema.num_dense, d)
+        self.event_proj = nn.Linear(len(schema.sequence) * d, d) if cfg.event_combine == "concat" else None
+        self.recency = nn.Embedding(schema.seq_max_len, d)
+
+        num_kv_heads = seq_cfg.num_kv_heads or seq_cfg.num_heads
+        self.layers = nn.ModuleList(
+            TransformerLayer(d, seq_cfg.num_heads, num_kv_heads, seq_cfg.ffn_mult, attend, seq_cfg.causal, seq_cfg.window_size)
+            for _ in range(seq_cfg.num_layers)
+        )
+        self.final_norm = nn.LayerNorm(d)
+        self.pma = PoolingByAttention(d, summ.pma_queries, summ.pma_heads, attend) if summ.pma_queries else None
+        self.target = TargetAttention(d, summ.target_heads, attend) if summ.target_attention else None
+
+        self.num_tokens = 1 + len(schema.sparse) + summ.pma_queries + int(summ.target_attention) + summ.recent_k
+        self.interaction = build_interaction(self.num_tokens, d, cfg.interaction)
+        self.over_arch = MLP(self.interaction.out_features, cfg.over_arch)
+        self.heads = TaskHeads(cfg.over_arch[-1], schema.tasks, cfg.head_arch)
+
+    def embed_events(self, batch: Batch) -> Jagged:
+        """Sequence fields -> one d-vector per event (+ a recency embedding), jagged."""
+        fields = self.sequence_arch(batch.sequence)  # name -> JaggedTensor, all with the same offsets
+        jts = [fields[name] for name in self.schema.sequence]
+        if self.event_proj is None:
+            values = torch.stack([jt.values() for jt in jts]).sum(0)
+        else:
+            values = self.event_proj(torch.cat([jt.values() for jt in jts], dim=1))
+        offsets = jts[0].offsets()
+        recency = positions_from_end(offsets, values.shape[0]).clamp(max=self.schema.seq_max_len - 1)
+        return Jagged(values + self.recency(recency), offsets, self.schema.seq_max_len)
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        batch_size = batch.dense.shape[0]
+        pooled = self.sparse_arch(batch.sparse)  # KeyedTensor, one [B, d] per feature
+        sparse_tokens = pooled.values().reshape(batch_size, len(self.schema.sparse), -1)
+        dense_token = self.dense_token(batch.dense).unsqueeze(1)
+        non_sequence = torch.cat([dense_token.to(sparse_tokens.dtype), sparse_tokens], dim=1)  # [B, 1+F, d]
+
+        seq = self.embed_events(batch)
+        event_starts = seq.offsets[:-1]
+        if self.cfg.sequence.cls_tokens:
+            seq = prepend_tokens(seq, non_sequence)
+            event_starts = seq.offsets[:-1] + non_sequence.shape[1]
+        for layer in self.layers:
+            seq = layer(seq)
+        seq = seq.with_values(self.final_norm(seq.values))
+
+        summaries = []
+        if self.pma is not None:
+            summaries.append(self.pma(seq))
+        if self.target is not None:
+            ad = torch.stack([pooled[name] for name in self.candidate]).sum(0)
+            summaries.append(self.target(seq, ad))
+        if self.cfg.summary.recent_k:
+            summaries.append(recent_events(seq, self.cfg.summary.recent_k, event_starts))
+        tokens = torch.cat([non_sequence] + [s.to(non_sequence.dtype) for s in summaries], dim=1)
+        return self.heads(self.over_arch(self.interaction(tokens)))
