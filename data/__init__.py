@@ -12,7 +12,35 @@ class _DropFbgemmVersionTableWarning(logging.Filter):
 
 logging.getLogger().addFilter(_DropFbgemmVersionTableWarning())
 
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+from omegaconf.errors import OmegaConfBaseException  # noqa: E402
+
 from data.batch import Batch  # noqa: E402
 from data.schema import Schema  # noqa: E402
+from data.synthetic import SyntheticConfig, SyntheticDataset  # noqa: E402
 
-__all__ = ["Batch", "Schema"]
+# data.name -> (config dataclass, dataset class)
+_DATASETS = {"synthetic": (SyntheticConfig, SyntheticDataset)}
+
+
+def build_dataset(cfg: DictConfig | SyntheticConfig, rank: int = 0, world_size: int = 1) -> SyntheticDataset:
+    """The dataset named by `cfg.name` as seen from `rank` of `world_size` data-parallel ranks.
+
+    `cfg` is the `data` config section. It is checked against the dataset's config dataclass before
+    anything is built: an unknown key, a wrong type or a value out of range raises ValueError.
+    """
+    section = OmegaConf.structured(cfg) if not isinstance(cfg, DictConfig) else cfg
+    name = section.get("name", "synthetic")
+    if name not in _DATASETS:
+        raise ValueError(f"data.name={name!r} is not one of {sorted(_DATASETS)}")
+    config_cls, dataset_cls = _DATASETS[name]
+    try:
+        # resolve first: interpolations may point outside the section
+        merged = OmegaConf.merge(OmegaConf.structured(config_cls), OmegaConf.to_container(section, resolve=True))
+        typed = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as err:
+        raise ValueError(f"invalid data config: {err}") from err
+    return dataset_cls(typed, rank, world_size)
+
+
+__all__ = ["Batch", "Schema", "SyntheticConfig", "SyntheticDataset", "build_dataset"]
