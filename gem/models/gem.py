@@ -146,3 +146,83 @@ class GEM(nn.Module):
             summaries.append(recent_events(seq, self.cfg.summary.recent_k, event_starts))
         tokens = torch.cat([non_sequence] + [s.to(non_sequence.dtype) for s in summaries], dim=1)
         return self.heads(self.over_arch(self.interaction(tokens)))
+
+
+def visible_pairs(lengths_q: torch.Tensor, lengths_kv: torch.Tensor, causal: bool, window_size: int | None) -> torch.Tensor:
+    """Number of (query, key) pairs the mask lets through, per sequence (int64 [B])."""
+    max_q = int(lengths_q.max().item()) if lengths_q.numel() else 0
+    i = torch.arange(max_q, device=lengths_q.device)[None, :]  # query position
+    kv = lengths_kv[:, None]
+    hi = torch.minimum(i, kv - 1) if causal else kv - 1  # last visible key
+    lo = torch.zeros_like(i)
+    if window_size is not None:
+        hi = torch.minimum(hi, i + window_size)
+        lo = (i - window_size).clamp(min=0)
+    per_row = (hi - lo + 1).clamp(min=0) * (i < lengths_q[:, None])
+    return per_row.sum(dim=1)
+
+
+@dataclass
+class FlopCount:
+    """Matmul FLOPs of one forward pass over a batch, split where MFU reports need it."""
+
+    dense: float  # every linear / cross / interaction matmul
+    attention: float  # the QKᵀ and PV products over visible pairs
+
+    @property
+    def forward(self) -> float:
+        return self.dense + self.attention
+
+    @property
+    def train(self) -> float:
+        # Backward costs 2x the forward matmuls; flash-style attention also recomputes QKᵀ (3.5x).
+        return 3.0 * self.dense + 3.5 * self.attention
+
+
+def _mlp_flops(sizes: list[int]) -> int:
+    return sum(2 * a * b for a, b in zip(sizes, sizes[1:]))
+
+
+def gem_flops(model: GEM, seq_lengths: torch.Tensor) -> FlopCount:
+    """Analytic matmul FLOPs of `model`'s forward on a batch whose sequences have `seq_lengths`."""
+    cfg, schema = model.cfg, model.schema
+    d, s, summ = cfg.d_model, cfg.sequence, cfg.summary
+    batch = seq_lengths.numel()
+    lengths = seq_lengths.to(torch.int64)
+    events = int(lengths.sum())
+    num_cls = (1 + len(schema.sparse)) if s.cls_tokens else 0
+    rows = events + batch * num_cls
+    seq_lengths_cls = lengths + num_cls
+    heads, kv_heads = s.num_heads, s.num_kv_heads or s.num_heads
+    head_dim = d // heads
+
+    dense = batch * 2 * schema.num_dense * d
+    if model.event_proj is not None:
+        dense += events * 2 * len(schema.sequence) * d * d
+    per_row_layer = 2 * d * (heads + 2 * kv_heads) * head_dim + 2 * d * d + 2 * 2 * d * s.ffn_mult * d
+    dense += s.num_layers * rows * per_row_layer
+    pairs = int(visible_pairs(seq_lengths_cls, seq_lengths_cls, s.causal, s.window_size).sum())
+    attention = s.num_layers * 4 * heads * head_dim * pairs
+    if summ.pma_queries:
+        dense += rows * 2 * d * 2 * d + batch * summ.pma_queries * 2 * d * d
+        attention += 4 * d * summ.pma_queries * int(seq_lengths_cls.sum())
+    if summ.target_attention:
+        dense += rows * 2 * d * 2 * d + batch * 2 * (2 * d * d)
+        attention += 4 * d * int(seq_lengths_cls.sum())
+
+    n = model.num_tokens
+    ic = cfg.interaction
+    if ic.type == "dcn":
+        dense += batch * ic.dcn_layers * 4 * (n * d) * ic.dcn_low_rank
+    else:
+        n_out = ic.wukong_fm_tokens + ic.wukong_lcb_tokens
+        for layer in range(ic.wukong_layers):
+            n_in = n if layer == 0 else n_out
+            per_example = (4 * n_in * d * ic.wukong_fm_rank
+                           + _mlp_flops([n_in * ic.wukong_fm_rank, ic.wukong_mlp, ic.wukong_fm_tokens * d])
+                           + 2 * n_in * ic.wukong_lcb_tokens * d
+                           + (2 * n_in * n_out * d if n_in != n_out else 0))
+            dense += batch * per_example
+    dense += batch * _mlp_flops([model.interaction.out_features, *cfg.over_arch])
+    dense += batch * len(schema.tasks) * _mlp_flops([cfg.over_arch[-1], *cfg.head_arch, 1])
+    return FlopCount(float(dense), float(attention))
