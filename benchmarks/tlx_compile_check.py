@@ -1,0 +1,129 @@
+"""Cross-compile the TLX Hopper kernels for sm_90 without a GPU and report resources.
+
+    /work/venv-tlx/bin/python -m benchmarks.tlx_compile_check [--dump DIR] [--only SUBSTR]
+
+Needs fbtriton (Triton + TLX) importable; no GPU needed. For each variant prints registers, spills,
+shared memory, and counts of wgmma / TMA / mbarrier-wait / named-barrier instructions in the PTX, so a
+variant that lost its wgmma (or gained spills) shows before any device time is spent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import time
+
+import triton
+from triton.backends.compiler import GPUTarget
+
+TARGET = GPUTarget("cuda", 90, 128)
+PTX_WORDS = ("wgmma.mma_async", "cp.async.bulk.tensor", "mbarrier.try_wait", "bar.sync",
+             "bar.arrive", "setmaxnreg", "red.global", "atom.global", "cp.reduce.async.bulk")
+
+
+def _tdesc(dt, rows, cols):
+    return f"tensordesc<{dt}[{rows},{cols}]>"
+
+
+def fwd_variants():
+    from kernels.tlx_hopper import fwd_config
+
+    for d, dt, causal, window, bcast, q_len in itertools.product(
+            (64, 128), ("bf16", "fp16"), (False, True), (False, True), (False, True), (128, 192)):
+        if not bcast and q_len == 192:
+            continue
+        if dt == "fp16" and (causal or window):
+            continue  # dtype does not change control flow; keep the list short
+        cfg = fwd_config(d, bcast, q_len)
+        name = (f"fwd d{d} {dt} causal={int(causal)} window={int(window)} bcast={int(bcast)}"
+                f" q{q_len if bcast else '-'} G{cfg.num_groups} BN{cfg.block_n}")
+        yield name, cfg, d, dt, causal, window, bcast
+
+
+def compile_fwd(cfg, d, dt, causal, window, bcast):
+    from kernels.tlx_hopper_fwd import jfa_fwd_kernel
+
+    sig = {
+        "desc_q": _tdesc(dt, 64, d), "desc_k": _tdesc(dt, cfg.block_n, d),
+        "desc_v": _tdesc(dt, cfg.block_n, d), "out_ptr": f"*{dt}", "lse_ptr": "*fp32",
+        "q_off": "*i32", "k_off": "*i32", "tile_entry": "*i32", "n_entries": "*i32",
+        "sm_scale": "fp32", "window": "i32", "B": "i32", "H": "i32", "G": "i32", "q_len": "i32",
+        "NUM_MB": "i32", "total_out": "i32", "ctas_per_pair": "i32",
+    }
+    const = dict(HEAD_DIM=d, BLOCK_N=cfg.block_n, NUM_GROUPS=cfg.num_groups,
+                 NUM_BUF_Q=cfg.num_buf_q, NUM_BUF_KV=cfg.num_buf_kv,
+                 CONSUMER_REGS=cfg.consumer_regs, CAUSAL=causal, HAS_WINDOW=window,
+                 BROADCAST_Q=bcast, RESIDENT=bcast)
+    for k in const:
+        sig[k] = "constexpr"
+    src = triton.compiler.ASTSource(fn=jfa_fwd_kernel, signature=sig, constexprs=const)
+    return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1))
+
+
+def _resources(k):
+    """(registers, spill stores, stack) from cuobjdump's resource usage of the cubin."""
+    import re
+    import subprocess
+    import tempfile
+
+    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(k.asm["cubin"])
+        f.flush()
+        res = subprocess.run([cuobjdump, "-res-usage", f.name], capture_output=True, text=True)
+        sass = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout
+    m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", res.stdout)
+    spill = f"{len(re.findall(r'STL', sass))}/{len(re.findall(r'LDL', sass))}"
+    return (m.groups() if m else ("?", "?", "?", "?")) + (spill, sass)
+
+
+def report(name, k, dump=None):
+    ptx = k.asm["ptx"]
+    regs, stack, _, local, spill, sass = _resources(k)
+    counts = " ".join(f"{w.split('.')[0] if w != 'wgmma.mma_async' else 'wgmma'}="
+                      f"{ptx.count(w)}" for w in PTX_WORDS if ptx.count(w))
+    print(f"{name}: regs={regs} stack={stack} STL/LDL={spill} smem={k.metadata.shared} "
+          f"warps={k.metadata.num_warps} | {counts}", flush=True)
+    if dump:
+        os.makedirs(dump, exist_ok=True)
+        fn = name.replace(" ", "_").replace("=", "")
+        for ext in ("ttgir", "ptx"):
+            with open(os.path.join(dump, f"{fn}.{ext}"), "w") as f:
+                f.write(k.asm[ext])
+        with open(os.path.join(dump, f"{fn}.sass"), "w") as f:
+            f.write(sass)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dump")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--bwd", action="store_true")
+    args = ap.parse_args()
+    failed = 0
+    if not args.bwd:
+        for name, cfg, d, dt, causal, window, bcast in fwd_variants():
+            if args.only not in name:
+                continue
+            t = time.time()
+            try:
+                k = compile_fwd(cfg, d, dt, causal, window, bcast)
+            except Exception as exc:  # report and continue with the next variant
+                failed += 1
+                print(f"{name}: FAILED {type(exc).__name__}: {str(exc)[:2000]}", flush=True)
+                continue
+            report(f"{name} ({time.time() - t:.1f}s)", k, args.dump)
+    else:
+        from kernels.tlx_hopper_bwd import compile_variants
+
+        for name, k in compile_variants(TARGET, args.only):
+            if k is None:
+                failed += 1
+                continue
+            report(name, k, args.dump)
+    raise SystemExit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One device call: correctness shards in parallel, then (if nothing hung) the benchmark.
+#   run from the repo root on the H200 host; writes under $OUT. Usage: tlx_device_run.sh [bench args]
+set -u
+bash .gpu/tools/unpack.sh >/dev/null && export PYTHONPATH=/tmp/gpu-site:$PWD || exit 1
+export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/tcache
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv,noheader
+python -c "import triton, torch; print('triton', triton.__version__, 'torch', torch.__version__)"
+N=${SHARDS:-8}
+t0=$(date +%s)
+for i in $(seq 0 $((N-1))); do
+  timeout ${SHARD_TIMEOUT:-150} python tests/kernels/test_tlx_hopper.py --shard $i/$N \
+    --out "$OUT/results.jsonl" > /tmp/shard$i.log 2>&1 &
+done
+hung=0
+for job in $(jobs -p); do wait $job; rc=$?; [ $rc -eq 124 ] && hung=1; done
+for i in $(seq 0 $((N-1))); do echo "== shard $i"; cat /tmp/shard$i.log; done > "$OUT/shards.log"
+echo "tests done in $(( $(date +%s) - t0 ))s, hung=$hung"
+python - "$OUT/results.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+bad = [r for r in rows if not r.get("ok")]
+print(f"{len(rows)} checks, {len(bad)} failed")
+for r in bad: print("FAIL", r["pass"], r["case"], r.get("errors"))
+errs = [r.get("out_rel", 0) for r in rows if "out_rel" in r]
+print("max out rel err", max(errs) if errs else None)
+PY
+if [ "${SCHED_TESTS:-1}" = 1 ]; then timeout 90 python -m pytest -q -x tests/kernels/test_tlx_schedule.py 2>&1 | tail -2; fi
+if [ $hung -eq 0 ] && [ "${BENCH:-1}" = 1 ]; then
+  timeout ${BENCH_TIMEOUT:-200} python -m benchmarks.tlx_hopper_bench --out "$OUT/bench.jsonl" "$@" 2>&1 | tee "$OUT/bench.log" | tail -16
+fi
+echo "total $(( $(date +%s) - t0 ))s"

@@ -1,0 +1,198 @@
+"""Time the TLX Hopper JFA kernels against varlen_attn and the fbtriton TLX tutorial (H200).
+
+    python -m benchmarks.tlx_hopper_bench [--out results.json] [--bwd] [--only SUBSTR]
+
+Shapes are the issue's (bf16, D=128): PMA B=1024 max_kv=1000 H=3 q_len=192 and PMA B=768
+max_kv=1024 H=4 q_len=128 at fill 0.1/0.5/0.9; jagged self-attention B=768 max=1024 H=4 at fill
+0.5/1.0; dense B=768 H=4 N=1024 and B=4 H=32 N=4096 (against the tutorial
+`hopper_fa_ws_pipelined_pingpong_persistent`). fill = mean length / max, lengths uniform in
+[(2f-1)max, max] for f >= 0.5, else in [1, 2f max]. Times are medians of triton.testing.do_bench,
+end to end per call: the tlx forward includes building its schedule; varlen_attn gets Q expanded
+per batch ahead of time (not timed). FLOPs: fwd 4*H*D*sum(visible pairs); fwd+bwd 3.5x that.
+Floor = max(FLOPs / 788 TFLOP/s, min bytes / 4.3 TB/s); min bytes reads q (once), k, v and writes
+out (+ lse): backward adds reading do, out and writing dq, dk, dv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import sys
+
+import torch
+import triton
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+PEAK_FLOPS = 788e12
+PEAK_BYTES = 4.3e12
+
+
+def lengths(B, max_len, fill, g):
+    if fill >= 0.5:
+        lo = int(round((2 * fill - 1) * max_len))
+        return torch.randint(max(lo, 1), max_len + 1, (B,), generator=g)
+    return torch.randint(1, max(int(round(2 * fill * max_len)), 1) + 1, (B,), generator=g)
+
+
+def shapes():
+    S = []
+    for f in (0.1, 0.5, 0.9):
+        S.append(dict(name=f"PMA q192 fill{f}", kind="bcast", B=1024, max_kv=1000, H=3, q=192, fill=f))
+    for f in (0.1, 0.5, 0.9):
+        S.append(dict(name=f"PMA q128 fill{f}", kind="bcast", B=768, max_kv=1024, H=4, q=128, fill=f))
+    for f in (0.5, 1.0):
+        S.append(dict(name=f"self B768 fill{f}", kind="self", B=768, max_kv=1024, H=4, q=1024, fill=f))
+    S.append(dict(name="dense B4 H32 N4096", kind="self", B=4, max_kv=4096, H=32, q=4096, fill=1.0))
+    return S
+
+
+def build(sh, dtype=torch.bfloat16, d=128, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    kl = lengths(sh["B"], sh["max_kv"], sh["fill"], g)
+    k_off = torch.cat([torch.zeros(1, dtype=torch.int64), kl.cumsum(0)]).cuda().to(torch.int32)
+    tk = int(kl.sum())
+    H = sh["H"]
+    gd = torch.Generator(device="cuda").manual_seed(seed)
+    rnd = lambda *shape: torch.randn(*shape, generator=gd, device="cuda", dtype=dtype)
+    k = rnd(tk, H, d)
+    v = rnd(tk, H, d)
+    if sh["kind"] == "bcast":
+        q = rnd(sh["q"], H, d)
+        q_off = None
+        pairs = sh["q"] * int(kl.sum())
+        total_out = sh["B"] * sh["q"]
+        q_bytes = q.numel() * 2
+    else:
+        q = rnd(tk, H, d)
+        q_off = k_off
+        pairs = int((kl.double() ** 2).sum())
+        total_out = tk
+        q_bytes = q.numel() * 2
+    flops = 4 * H * d * pairs
+    kv_bytes = 2 * k.numel() * 2
+    out_bytes = total_out * H * d * 2 + total_out * H * 4
+    fwd_bytes = q_bytes + kv_bytes + out_bytes
+    bwd_bytes = fwd_bytes + 2 * total_out * H * d * 2 + q_bytes + kv_bytes  # + do, out; dq dk dv
+    return dict(q=q, k=k, v=v, q_off=q_off, k_off=k_off, kl=kl, flops=flops, fwd_bytes=fwd_bytes,
+                bwd_bytes=bwd_bytes, total_out=total_out)
+
+
+def bench(fn):
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def tutorial_module():
+    import triton.language.extra.tlx as tlx
+
+    path = os.path.join(os.path.dirname(tlx.__file__), "tutorials",
+                        "hopper_fa_ws_pipelined_pingpong_persistent.py")
+    spec = importlib.util.spec_from_file_location("tlx_tut_pp", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run_shape(sh, do_bwd, tut):
+    from kernels import tlx_hopper
+    from kernels.common import JFAParams
+    from torch.nn.attention.varlen import varlen_attn
+
+    x = build(sh)
+    q, k, v, q_off, k_off, kl = x["q"], x["k"], x["v"], x["q_off"], x["k_off"], x["kl"]
+    B, H, d = sh["B"], sh["H"], q.shape[-1]
+    scale = 1 / math.sqrt(d)
+    bcast = sh["kind"] == "bcast"
+    params = JFAParams(max_seq_len_q=sh["q"], max_seq_len_kv=sh["max_kv"], sm_scale=scale,
+                       broadcast_q=bcast)
+    row = dict(name=sh["name"], flops=x["flops"],
+               floor_fwd_ms=1e3 * max(x["flops"] / PEAK_FLOPS, x["fwd_bytes"] / PEAK_BYTES),
+               floor_fwdbwd_ms=1e3 * max(3.5 * x["flops"] / PEAK_FLOPS, x["bwd_bytes"] / PEAK_BYTES))
+    # varlen_attn baseline (Q expanded per batch ahead of time)
+    if bcast:
+        qv = q.repeat(B, 1, 1)
+        cu_q = (torch.arange(B + 1, device="cuda", dtype=torch.int32) * sh["q"])
+        max_q = sh["q"]
+    else:
+        qv, cu_q, max_q = q, k_off, int(kl.max())
+    max_k = int(kl.max())
+    row["varlen_fwd_ms"] = bench(lambda: varlen_attn(qv, k, v, cu_q, k_off, max_q, max_k, scale=scale))
+    o_ref = varlen_attn(qv, k, v, cu_q, k_off, max_q, max_k, scale=scale)
+    # tlx forward, end to end (schedule build included)
+    fwd = lambda: tlx_hopper.forward(q, k, v, q_off, k_off, params)
+    out, lse = fwd()
+    row["tlx_vs_varlen_rel"] = ((out.float() - o_ref.float()).norm() / o_ref.float().norm()).item()
+    row["tlx_fwd_ms"] = bench(fwd)
+    if do_bwd:
+        qg, kg, vg = (t.clone().requires_grad_() for t in (qv, k, v))
+        o = varlen_attn(qg, kg, vg, cu_q, k_off, max_q, max_k, scale=scale)
+        do = torch.randn_like(o)
+
+        def varlen_fb():
+            o = varlen_attn(qg, kg, vg, cu_q, k_off, max_q, max_k, scale=scale)
+            o.backward(do)
+        row["varlen_fwdbwd_ms"] = bench(varlen_fb)
+        dov = do[: x["total_out"]].contiguous()
+
+        def tlx_fb():
+            o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
+            tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params)
+        row["tlx_fwdbwd_ms"] = bench(tlx_fb)
+    if tut is not None and sh["fill"] == 1.0:
+        Z, N = B, sh["max_kv"]
+        qd = q.view(Z, N, H, d).transpose(1, 2).contiguous()
+        kd = k.view(Z, N, H, d).transpose(1, 2).contiguous()
+        vd = v.view(Z, N, H, d).transpose(1, 2).contiguous()
+        tut.attention(qd, kd, vd, scale)
+        row["tutorial_fwd_ms"] = bench(lambda: tut.attention(qd, kd, vd, scale))
+    for key in ("tlx_fwd_ms", "varlen_fwd_ms", "tutorial_fwd_ms"):
+        if key in row:
+            row[key.replace("_ms", "_tflops")] = x["flops"] / row[key] / 1e9
+    row["tlx_fwd_GBps"] = x["fwd_bytes"] / row["tlx_fwd_ms"] / 1e6
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--bwd", action="store_true")
+    ap.add_argument("--only", default="")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    try:
+        tut = tutorial_module()
+    except Exception as exc:
+        print("tutorial unavailable:", exc)
+        tut = None
+    rows = []
+    for sh in shapes():
+        if args.only not in sh["name"]:
+            continue
+        try:
+            row = run_shape(sh, args.bwd, tut)
+        except Exception as exc:
+            row = dict(name=sh["name"], error=f"{type(exc).__name__}: {str(exc)[:300]}")
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+        if args.out:
+            with open(args.out, "a") as f:
+                f.write(json.dumps(row) + "\n")
+        torch.cuda.empty_cache()
+    print(f"\n{'shape':24s} {'floor':>7s} {'tlx':>7s} {'varlen':>7s} {'tut':>7s} {'x vs varlen':>11s} "
+          f"{'TF/s':>6s} {'GB/s':>6s} {'fb tlx':>7s} {'fb varlen':>9s}")
+    for r in rows:
+        if "error" in r:
+            print(f"{r['name']:24s} ERROR {r['error']}")
+            continue
+        g = lambda k: f"{r[k]:7.3f}" if k in r else "      -"
+        print(f"{r['name']:24s} {r['floor_fwd_ms']:7.3f} {g('tlx_fwd_ms')} {g('varlen_fwd_ms')} "
+              f"{g('tutorial_fwd_ms')} {r['varlen_fwd_ms'] / r['tlx_fwd_ms']:11.2f} "
+              f"{r['tlx_fwd_tflops']:6.0f} {r['tlx_fwd_GBps']:6.0f} {g('tlx_fwdbwd_ms')} "
+              f"{g('varlen_fwdbwd_ms')}")
+
+
+if __name__ == "__main__":
+    main()

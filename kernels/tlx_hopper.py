@@ -1,0 +1,191 @@
+"""TLX Hopper (sm_90) backend of `kernels.jagged_flash_attention`: the contract and the launchers.
+
+    supports(query, key, value, params) -> None | str     (None = supported, else the reason)
+    forward(query, key, value, query_offset, key_offset, params) -> (out, lse)
+    backward(grad_out, query, key, value, out, lse, query_offset, key_offset, params)
+        -> (dq, dk, dv)
+
+Layout (the jagged layout is drawn in `kernels/tlx_schedule.py`): query [total_q, Hq, D]
+(broadcast_q: [q_len, Hq, D], query_offset None, out [B*q_len, Hq, D]); key/value [total_kv, Hkv, D];
+offsets [B+1] on the device. lse is float32 [Hq, total_out], natural log, -inf (and out rows 0)
+where a query sees no key. `params` is `kernels.common.JFAParams` (max_seq_len_q, max_seq_len_kv,
+sm_scale, causal, window_size, broadcast_q, deterministic); sm_scale None means 1/sqrt(D).
+
+Kernels: `tlx_hopper_fwd.jfa_fwd_kernel` (warp-specialised, persistent) and
+`tlx_hopper_bwd` (backward). Nothing here reads device values on the host.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import torch
+
+SUPPORTED_HEAD_DIMS = (64, 128)
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
+
+# Tests force a persistent grid size here (determinism for any number of CTAs); None = #SMs.
+GRID_OVERRIDE: int | None = None
+# Tests set this to fill outputs with NaN before the kernels run, so an unwritten row shows.
+POISON_OUTPUTS = False
+
+
+@functools.lru_cache(maxsize=1)
+def _tlx_import_error() -> str | None:
+    try:
+        import triton.language.extra.tlx  # noqa: F401
+        from kernels import tlx_hopper_fwd  # noqa: F401
+    except Exception as exc:  # ImportError, or a Triton without TLX
+        return f"fbtriton with TLX is not importable ({type(exc).__name__}: {exc})"
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def _num_sms(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def supports(query, key, value, params) -> str | None:
+    """None if this backend can run the call, else the reason (for `auto`'s log line)."""
+    if not (query.is_cuda and key.is_cuda and value.is_cuda):
+        return "tlx needs CUDA tensors"
+    if torch.cuda.get_device_capability(query.device) != (9, 0):
+        return "tlx kernels are written for sm_90 (Hopper) only"
+    err = _tlx_import_error()
+    if err is not None:
+        return err
+    if query.dtype not in SUPPORTED_DTYPES:
+        return f"tlx supports fp16/bf16 only, got {query.dtype}"
+    if key.dtype != query.dtype or value.dtype != query.dtype:
+        return "tlx needs query, key and value of one dtype"
+    d = query.shape[-1]
+    if d not in SUPPORTED_HEAD_DIMS or key.shape[-1] != d or value.shape[-1] != d:
+        return f"tlx supports head dims {SUPPORTED_HEAD_DIMS} (same for q, k, v), got {d}"
+    if query.shape[1] % key.shape[1]:
+        return "tlx needs Hq % Hkv == 0"
+    return None
+
+
+# ------------------------------------------------------------------------------------------
+# forward
+# ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FwdConfig:
+    num_groups: int      # consumer warpgroups; BLOCK_M = 64 * num_groups
+    block_n: int
+    num_buf_q: int
+    num_buf_kv: int
+    consumer_regs: int
+
+    @property
+    def block_m(self) -> int:
+        return 64 * self.num_groups
+
+
+def fwd_config(head_dim: int, broadcast_q: bool, q_len: int) -> FwdConfig:
+    """Tile shape for a call. q_len is the broadcast Q length (ignored otherwise).
+
+    A 3-warpgroup tile (192 rows) fits PMA's q_len=192 exactly instead of wasting 64 of 256 rows;
+    three consumers leave ~160 registers each, so it runs with 64-key blocks.
+    """
+    if broadcast_q and 128 < q_len <= 192:
+        return FwdConfig(num_groups=3, block_n=64, num_buf_q=1, num_buf_kv=3, consumer_regs=160)
+    num_buf_q = 1 if broadcast_q else 2
+    if head_dim <= 64:
+        return FwdConfig(num_groups=2, block_n=128, num_buf_q=num_buf_q, num_buf_kv=3,
+                         consumer_regs=232)
+    return FwdConfig(num_groups=2, block_n=128, num_buf_q=num_buf_q, num_buf_kv=2,
+                     consumer_regs=232)
+
+
+def _sm_scale(params, head_dim: int) -> float:
+    return params.sm_scale if params.sm_scale is not None else 1.0 / math.sqrt(head_dim)
+
+
+def _tma_ready(t: torch.Tensor) -> torch.Tensor:
+    """Contiguous and 16-byte aligned (TMA): the tensor itself when it already is."""
+    t = t.contiguous()
+    return t if t.data_ptr() % 16 == 0 else t.clone()
+
+
+def _descriptor(t: torch.Tensor, rows: int, block_rows: int):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    h, d = t.shape[1], t.shape[2]
+    return TensorDescriptor(t, [rows, h * d], [h * d, 1], [block_rows, d])
+
+
+def forward(query, key, value, query_offset, key_offset, params, config: FwdConfig | None = None):
+    """Jagged attention forward; returns (out, lse). See the module docstring."""
+    from kernels.tlx_hopper_fwd import jfa_fwd_kernel
+    from kernels.tlx_schedule import build_fwd_schedule
+
+    reason = supports(query, key, value, params)
+    if reason is not None:
+        raise ValueError(f"tlx backend: {reason}")
+    query, key, value = _tma_ready(query), _tma_ready(key), _tma_ready(value)
+    B = key_offset.numel() - 1
+    hq, d = query.shape[1], query.shape[2]
+    hkv = key.shape[1]
+    broadcast = bool(params.broadcast_q)
+    q_len = query.shape[0] if broadcast else 0
+    total_out = B * q_len if broadcast else query.shape[0]
+    out = torch.empty((total_out, hq, d), device=query.device, dtype=query.dtype)
+    lse = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
+    if POISON_OUTPUTS:
+        out.fill_(float("nan"))
+        lse.fill_(float("nan"))
+    if total_out == 0:
+        return out, lse
+    if key.shape[0] == 0:  # every key sequence empty
+        out.zero_()
+        lse.fill_(float("-inf"))
+        return out, lse
+    cfg = config or fwd_config(d, broadcast, q_len)
+    max_q = q_len if broadcast else int(params.max_seq_len_q)
+    num_mb = max(1, triton_cdiv(max_q, cfg.block_m))
+    window = params.window_size
+    tile_entry, n_entries = build_fwd_schedule(
+        query_offset, key_offset, B, q_len, num_mb, window, bool(params.causal), broadcast,
+        cfg.block_m, cfg.block_n)
+    n_prog = GRID_OVERRIDE or _num_sms(query.device.index or 0)
+    pairs = hq * num_mb
+    resident = broadcast and pairs <= n_prog
+    ctas_per_pair = n_prog // pairs if resident else 1
+    if resident:
+        n_prog = pairs * ctas_per_pair
+    desc_q = _descriptor(query, query.shape[0], 64)
+    desc_k = _descriptor(key, key.shape[0], cfg.block_n)
+    desc_v = _descriptor(value, value.shape[0], cfg.block_n)
+    jfa_fwd_kernel[(n_prog,)](
+        desc_q, desc_k, desc_v, out, lse,
+        query_offset if query_offset is not None else key_offset, key_offset,
+        tile_entry, n_entries,
+        _sm_scale(params, d), 0 if window is None else int(window), B, hq, hq // hkv, q_len,
+        num_mb, total_out, ctas_per_pair,
+        HEAD_DIM=d, BLOCK_N=cfg.block_n, NUM_GROUPS=cfg.num_groups, NUM_BUF_Q=cfg.num_buf_q,
+        NUM_BUF_KV=cfg.num_buf_kv, CONSUMER_REGS=cfg.consumer_regs, CAUSAL=bool(params.causal),
+        HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
+        num_warps=4, num_stages=1)
+    return out, lse
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+# ------------------------------------------------------------------------------------------
+# backward
+# ------------------------------------------------------------------------------------------
+def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, params):
+    """Gradients (dq, dk, dv) of `forward`; dq of broadcast_q is the batch sum (fp32 accumulate)."""
+    from kernels.tlx_hopper_bwd import jfa_backward
+
+    reason = supports(query, key, value, params)
+    if reason is not None:
+        raise ValueError(f"tlx backend: {reason}")
+    return jfa_backward(grad_out, query, key, value, out, lse, query_offset, key_offset, params,
+                        _sm_scale(params, query.shape[-1]),
+                        GRID_OVERRIDE or _num_sms(query.device.index or 0))

@@ -1,0 +1,270 @@
+"""TLX warp-specialised jagged flash-attention forward for Hopper (sm_90).
+
+One persistent CTA per SM walks the device-built schedule of `tlx_schedule` (tiles = batch, q-head,
+q-block of NUM_GROUPS*64 query rows). Warp roles:
+
+- producer (the default warpgroup): TMA loads of the Q tile (one 64-row slice per consumer, skipped
+  while the tile's Q is already resident) and of the K/V blocks into NUM_BUF_KV-deep shared-memory
+  rings, each slot guarded by a full/empty mbarrier pair.
+- NUM_GROUPS consumer warpgroups (2 or 3), 64 query rows each, in ping-pong: the QK^T wgmma of the
+  groups is issued in turn (named barriers 9, 10, 11 in a ring) so that one group's softmax overlaps
+  the other's tensor-core work. Online softmax in registers (base-2, scale folded in), the PV wgmma
+  of block j-1 overlapped with the QK^T of block j.
+
+Jagged handling (see ../shared/kernels/HOPPER_JFA_PITFALLS.md): TMA boxes read packed
+[total, H*D] rows, so rows past a sequence's end are the neighbour's; scores past klen (and outside
+the causal/window band) are masked to -inf before the row max, with the row max guarded so fully
+masked rows give p = 0 instead of NaN; O/LSE rows past qlen are never stored (masked tl.store).
+KV blocks per tile come from `kv_block_range`, shared by every role; block 0 and the blocks outside
+`kv_unmasked_range` run the masked softmax, the bulk runs without any mask.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+import triton.language.extra.tlx as tlx
+
+from kernels.tlx_schedule import (kv_block_range, kv_unmasked_range, n_iterations, seq_bounds,
+                                  tile_at)
+
+BLOCK_M_SPLIT = tl.constexpr(64)  # query rows per consumer warpgroup (one wgmma M)
+PINGPONG_BAR = tl.constexpr(9)  # named barriers PINGPONG_BAR + c, c < NUM_GROUPS
+
+
+@triton.jit
+def _bufidx_phase(cnt, NUM_BUF: tl.constexpr):
+    return cnt % NUM_BUF, (cnt // NUM_BUF) & 1
+
+
+@triton.jit
+def _pingpong_enter(cid: tl.constexpr, NUM_GROUPS: tl.constexpr):
+    tlx.named_barrier_wait(PINGPONG_BAR + cid, 256)
+
+
+@triton.jit
+def _pingpong_leave(cid: tl.constexpr, NUM_GROUPS: tl.constexpr):
+    tlx.named_barrier_arrive(PINGPONG_BAR + (cid + 1) % NUM_GROUPS, 256)
+
+
+@triton.jit
+def _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window, CAUSAL: tl.constexpr,
+                   HAS_WINDOW: tl.constexpr, MASK: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Online-softmax update for one score block; returns (p fp32, alpha, m_i, l_i).
+
+    m_i is the running max of the base-2 scaled scores; -inf while a row has seen no visible key.
+    """
+    if MASK:
+        # compare block-local columns with per-row thresholds: nothing 2-D is loop invariant,
+        # so the compiler cannot hoist (and spill) a [rows, cols] mask out of the KV loop
+        cols = tl.arange(0, BLOCK_N)[None, :]
+        vis = cols < klen - start_n
+        rel = (rows - start_n)[:, None]  # query position relative to the block start
+        if CAUSAL:
+            vis = vis & (cols <= rel)
+        if HAS_WINDOW:
+            vis = vis & (cols >= rel - window) & (cols <= rel + window)
+        qk = tl.where(vis, qk, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+    if MASK:
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # fully masked so far: p = 0
+    else:
+        m_use = m_new
+    p = tl.math.exp2(qk * qk_scale - m_use[:, None])
+    alpha = tl.math.exp2(m_i - m_use)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    return p, alpha, m_new, l_i
+
+
+@triton.jit
+def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p,
+                      m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
+                      cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
+                      CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, MASK: tl.constexpr,
+                      BLOCK_N: tl.constexpr):
+    """Steady state: QK^T of block cnt overlapped with PV of block cnt-1 (p holds its probs)."""
+    k_idx, k_phase = _bufidx_phase(cnt, NUM_BUF_KV)
+    tlx.barrier_wait(k_fulls[k_idx], k_phase)
+    _pingpong_enter(cid, NUM_GROUPS)
+    qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
+    _pingpong_leave(cid, NUM_GROUPS)
+    v_idx, v_phase = _bufidx_phase(cnt - 1, NUM_BUF_KV)
+    tlx.barrier_wait(v_fulls[v_idx], v_phase)
+    acc = tlx.async_dot(p, v_tiles[v_idx], acc)
+    qk = tlx.async_dot_wait(1, qk)
+    tlx.barrier_arrive(k_empties[k_idx], 1)
+    p_f32, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window,
+                                            CAUSAL, HAS_WINDOW, MASK, BLOCK_N)
+    acc = tlx.async_dot_wait(0, acc)  # PV done: V slot free, acc safe to rescale
+    tlx.barrier_arrive(v_empties[v_idx], 1)
+    acc = acc * alpha[:, None]
+    return acc, p_f32.to(p.dtype), m_i, l_i, cnt + 1
+
+
+@triton.jit
+def jfa_fwd_kernel(
+    desc_q, desc_k, desc_v,          # TMA: q [rows_q, Hq*D], k/v [total_kv, Hkv*D]
+    out_ptr, lse_ptr,                # out [total_out, Hq, D]; lse fp32 [Hq, total_out]
+    q_off, k_off,                    # [B+1] (q_off unused with BROADCAST_Q)
+    tile_entry, n_entries,           # schedule (tlx_schedule.build_fwd_schedule)
+    sm_scale, window, B, H, G, q_len, NUM_MB, total_out, ctas_per_pair,
+    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, NUM_GROUPS: tl.constexpr,
+    NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr,
+    CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
+    RESIDENT: tl.constexpr,
+):
+    BM_SPLIT: tl.constexpr = 64
+    BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
+    dtype: tl.constexpr = tlx.dtype_of(desc_k)
+    ELEM_BYTES: tl.constexpr = tlx.size_of(dtype)
+    Q_BYTES: tl.constexpr = ELEM_BYTES * BM_SPLIT * HEAD_DIM
+    KV_BYTES: tl.constexpr = ELEM_BYTES * BLOCK_N * HEAD_DIM
+
+    pid = tl.program_id(0)
+    n_prog = tl.num_programs(0)
+    n_tiles = tl.load(n_entries) * H  # generic schedule: (entry, head) tiles
+    n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
+
+    # ---- shared memory and barriers -------------------------------------------------------
+    q_tiles = tlx.local_alloc((BM_SPLIT, HEAD_DIM), dtype, NUM_GROUPS * NUM_BUF_Q)
+    k_tiles = tlx.local_alloc((BLOCK_N, HEAD_DIM), dtype, NUM_BUF_KV)
+    v_tiles = tlx.local_alloc((BLOCK_N, HEAD_DIM), dtype, NUM_BUF_KV)
+    q_fulls = tlx.alloc_barriers(num_barriers=NUM_GROUPS * NUM_BUF_Q, arrive_count=1)
+    q_empties = tlx.alloc_barriers(num_barriers=NUM_GROUPS * NUM_BUF_Q, arrive_count=1)
+    k_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=1)
+    k_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
+    v_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=1)
+    v_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
+
+    with tlx.async_tasks():
+        # ---- producer: TMA loads of Q (when it changes) and K/V ----------------------------
+        with tlx.async_task("default"):
+            cnt_kv = 0
+            cnt_q = 0
+            last_q = -1
+            for it in range(0, n_iter):
+                valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+                                          ctas_per_pair, RESIDENT)
+                if valid:
+                    q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
+                                                                       BROADCAST_Q)
+                    m0 = mb * BLOCK_M
+                    lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW,
+                                              BLOCK_M, BLOCK_N)
+                    if nblk > 0:
+                        q_key = (q_row0 + m0) * H + h
+                        if q_key != last_q:
+                            q_idx, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
+                            for g in tl.static_range(NUM_GROUPS):
+                                slot = g * NUM_BUF_Q + q_idx
+                                tlx.barrier_wait(q_empties[slot], q_phase ^ 1)
+                                tlx.barrier_expect_bytes(q_fulls[slot], Q_BYTES)
+                                tlx.async_descriptor_load(desc_q, q_tiles[slot],
+                                                          [q_row0 + m0 + g * BM_SPLIT, h * HEAD_DIM],
+                                                          q_fulls[slot])
+                            cnt_q += 1
+                            last_q = q_key
+                        kv_col = (h // G) * HEAD_DIM
+                        for j in range(0, nblk):
+                            kv_idx, kv_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
+                            row = kv_row0 + lo + j * BLOCK_N
+                            tlx.barrier_wait(k_empties[kv_idx], kv_phase ^ 1)
+                            tlx.barrier_expect_bytes(k_fulls[kv_idx], KV_BYTES)
+                            tlx.async_descriptor_load(desc_k, k_tiles[kv_idx], [row, kv_col],
+                                                      k_fulls[kv_idx])
+                            tlx.barrier_wait(v_empties[kv_idx], kv_phase ^ 1)
+                            tlx.barrier_expect_bytes(v_fulls[kv_idx], KV_BYTES)
+                            tlx.async_descriptor_load(desc_v, v_tiles[kv_idx], [row, kv_col],
+                                                      v_fulls[kv_idx])
+                            cnt_kv += 1
+
+        # ---- consumers: QK^T, online softmax, PV, epilogue -------------------------------
+        with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=NUM_GROUPS):
+            cid: tl.constexpr = tlx.async_task_replica_id()
+            qk_scale = sm_scale * 1.4426950408889634  # scores in base 2
+            cnt_kv = 0
+            cnt_q = 0
+            last_q = -1
+            if cid == NUM_GROUPS - 1:
+                tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # group 0 issues first
+            for it in range(0, n_iter):
+                valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+                                          ctas_per_pair, RESIDENT)
+                if valid:
+                    q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
+                                                                       BROADCAST_Q)
+                    m0 = mb * BLOCK_M
+                    lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW,
+                                              BLOCK_M, BLOCK_N)
+                    rows = m0 + cid * BM_SPLIT + tl.arange(0, BM_SPLIT)
+                    o = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=dtype)  # rows that see no key
+                    lse = tl.zeros([BM_SPLIT], dtype=tl.float32) - float("inf")
+                    if nblk > 0:
+                        m_i = tl.zeros([BM_SPLIT], dtype=tl.float32) - float("inf")
+                        l_i = tl.zeros([BM_SPLIT], dtype=tl.float32)
+                        acc = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=tl.float32)
+                        q_key = (q_row0 + m0) * H + h
+                        if q_key != last_q:
+                            if cnt_q > 0:  # the previous Q is no longer needed
+                                prev_idx = (cnt_q - 1) % NUM_BUF_Q
+                                tlx.barrier_arrive(q_empties[cid * NUM_BUF_Q + prev_idx], 1)
+                            cnt_q += 1
+                            last_q = q_key
+                        q_idx, q_phase = _bufidx_phase(cnt_q - 1, NUM_BUF_Q)
+                        q_buf = q_tiles[cid * NUM_BUF_Q + q_idx]
+                        tlx.barrier_wait(q_fulls[cid * NUM_BUF_Q + q_idx], q_phase)
+                        a, c = kv_unmasked_range(m0, qlen, klen, window, lo, nblk, CAUSAL,
+                                                 HAS_WINDOW, BLOCK_M, BLOCK_N)
+
+                        # prologue: QK^T of block 0 (masked), no PV yet
+                        k_idx, k_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
+                        tlx.barrier_wait(k_fulls[k_idx], k_phase)
+                        _pingpong_enter(cid, NUM_GROUPS)
+                        qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
+                        _pingpong_leave(cid, NUM_GROUPS)
+                        qk = tlx.async_dot_wait(0, qk)
+                        tlx.barrier_arrive(k_empties[k_idx], 1)
+                        p_f32, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, lo,
+                                                                klen, window, CAUSAL, HAS_WINDOW,
+                                                                True, BLOCK_N)
+                        p = p_f32.to(dtype)
+                        cnt_kv += 1
+                        # masked head [1, a), unmasked bulk [a, c), masked tail [c, nblk)
+                        for j in range(1, a):
+                            acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
+                                q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                                acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
+                                qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
+                                BLOCK_N)
+                        for j in range(a, c):
+                            acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
+                                q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                                acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
+                                qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False,
+                                BLOCK_N)
+                        for j in range(c, nblk):
+                            acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
+                                q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                                acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
+                                qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
+                                BLOCK_N)
+                        # epilogue: PV of the last block
+                        v_idx, v_phase = _bufidx_phase(cnt_kv - 1, NUM_BUF_KV)
+                        tlx.barrier_wait(v_fulls[v_idx], v_phase)
+                        acc = tlx.async_dot(p, v_tiles[v_idx], acc)
+                        acc = tlx.async_dot_wait(0, acc)
+                        tlx.barrier_arrive(v_empties[v_idx], 1)
+                        # normalise; rows that saw no visible key keep O = 0, LSE = -inf
+                        l_safe = tl.where(l_i == 0.0, 1.0, l_i)
+                        o = (acc / l_safe[:, None]).to(dtype)  # cast before the store's relayout
+                        lse = tl.where(l_i == 0.0, float("-inf"),
+                                       (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
+
+                    # store O and LSE rows < qlen only (rows past it belong to the next sequence)
+                    row_ok = rows < qlen
+                    out_rows = (out_row0 + rows).to(tl.int64)
+                    offs_d = tl.arange(0, HEAD_DIM)
+                    o_ptrs = (out_ptr + out_rows[:, None] * (H * HEAD_DIM) + h * HEAD_DIM
+                              + offs_d[None, :])
+                    tl.store(o_ptrs, o, mask=row_ok[:, None])
+                    tl.store(lse_ptr + h.to(tl.int64) * total_out + out_rows, lse, mask=row_ok)

@@ -1,0 +1,203 @@
+"""Device-built persistent schedules for the TLX Hopper JFA kernels (no host sync).
+
+Jagged layout (written down once, shared by every TLX file)::
+
+    values  q_LHD [total_q, H, D]   rows of sequence b: offsets[b] ... offsets[b+1]-1
+    offsets       [B+1]             prefix sums, on the device, int32 or int64
+    broadcast_q:  q_LHD [q_len, H, D] shared by all b; output row of (b, i) = b*q_len + i
+
+Forward tiles are (batch b, q-head h, q-block mb) with q-block = BLOCK_M consecutive query rows of
+one sequence. The KV work of a tile is the number of BLOCK_N key blocks it visits, a pure function of
+(qlen, klen, mb, causal, window) computed by `kv_block_range`, the ONE helper that the schedule
+builder, the producer warp and the consumer warpgroups all call, so their trip counts agree.
+
+Schedule (built by `build_fwd_schedule`, a single Triton program, or torch ops for huge batches):
+every entry e = b * NUM_MB + mb gets the int64 key
+
+    [NUM_MB - mb : 7 bits, broadcast_q only] [kv blocks + 1 : 24 bits] [0x7FFFFFFF - e : 32 bits]
+
+(0 for an empty entry, mb*BLOCK_M >= qlen), sorted descending. So entries come heaviest first, ties
+in batch order; for broadcast_q they are grouped by q-block first. `tile_entry[i]` holds the i-th
+entry and `n_entries[0]` the number of non-empty ones.
+
+Two ways to deal the sorted tiles over the persistent CTAs (`tile_at`):
+- generic: tile t = (entry t // H, head t % H), dealt zigzag: iteration k of CTA p takes
+  t = k*P + (p if k even else P-1-p). Heads of one entry are neighbours in time, so the GQA heads
+  sharing a KV head read it from L2.
+- resident (broadcast_q, H*NUM_MB <= #CTAs): CTA p owns one (head, q-block) pair for the whole
+  launch and walks that q-block's batches heaviest first, zigzag over the CTAs of its pair, so the
+  Q tile is loaded once and stays in shared memory.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+MAX_SORT_BLOCK = 16384  # entries sorted in one Triton program; torch.sort beyond
+
+
+@triton.jit
+def kv_block_range(m0, qlen, klen, window, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """KV rows [lo, lo + nblk*BLOCK_N) visited by the q-block starting at row m0 (0 if empty)."""
+    rmax = tl.minimum(m0 + BLOCK_M, qlen) - 1  # last real query row of the block
+    lo = m0 * 0
+    hi = klen
+    if CAUSAL:
+        hi = tl.minimum(hi, rmax + 1)
+    if HAS_WINDOW:
+        lo = tl.maximum(m0 - window, 0)
+        hi = tl.minimum(hi, rmax + window + 1)
+    nblk = tl.where((hi > lo) & (m0 < qlen), (hi - lo + BLOCK_N - 1) // BLOCK_N, 0)
+    return lo, nblk
+
+
+@triton.jit
+def kv_unmasked_range(m0, qlen, klen, window, lo, nblk, CAUSAL: tl.constexpr,
+                      HAS_WINDOW: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Blocks [a, c) of a q-block need no mask: every real row sees every key of them.
+
+    Block 0 is always treated as masked (the consumer's prologue), so 1 <= a <= c <= nblk.
+    """
+    rmax = tl.minimum(m0 + BLOCK_M, qlen) - 1
+    upper = klen  # block j is unmasked only if lo + (j+1)*BLOCK_N <= upper
+    if CAUSAL:
+        upper = tl.minimum(upper, m0 + 1)
+    if HAS_WINDOW:
+        upper = tl.minimum(upper, m0 + window + 1)
+    j_hi = tl.where(upper > lo, (upper - lo) // BLOCK_N, 0)
+    j_lo = lo * 0 + 1
+    if HAS_WINDOW:
+        need = rmax - window - lo  # block start must be >= rmax - window
+        j_lo = tl.maximum(j_lo, tl.where(need > 0, (need + BLOCK_N - 1) // BLOCK_N, 0))
+    a = tl.minimum(j_lo, nblk)
+    a = tl.maximum(a, tl.minimum(nblk, 1))
+    c = tl.minimum(tl.maximum(j_hi, a), nblk)
+    return a, c
+
+
+@triton.jit
+def seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q: tl.constexpr):
+    """(q_row0 in query, out_row0 in out, qlen, kv_row0, klen) of batch element b."""
+    k_begin = tl.load(k_off + b).to(tl.int32)
+    klen = tl.load(k_off + b + 1).to(tl.int32) - k_begin
+    if BROADCAST_Q:
+        q_begin = b * 0
+        out_begin = b * q_len
+        qlen = q_len + b * 0
+    else:
+        q_begin = tl.load(q_off + b).to(tl.int32)
+        qlen = tl.load(q_off + b + 1).to(tl.int32) - q_begin
+        out_begin = q_begin
+    return q_begin, out_begin, qlen, k_begin, klen
+
+
+@triton.jit
+def tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair,
+            RESIDENT: tl.constexpr):
+    """(valid, b, h, mb) of the it-th tile of CTA pid (see the module docstring)."""
+    if RESIDENT:
+        pair = pid // ctas_per_pair
+        r = pid % ctas_per_pair
+        j = it * ctas_per_pair + tl.where(it % 2 == 0, r, ctas_per_pair - 1 - r)
+        h = pair % H
+        mb = pair // H
+        valid = (pair < H * NUM_MB) & (j < B)
+        e = tl.load(tile_entry + mb * B + j, mask=valid, other=0)
+        b = e // NUM_MB
+    else:
+        t = it * n_prog + tl.where(it % 2 == 0, pid, n_prog - 1 - pid)
+        valid = t < n_tiles
+        e = tl.load(tile_entry + t // H, mask=valid, other=0)
+        h = t % H
+        b = e // NUM_MB
+        mb = e % NUM_MB
+    return valid, b, h, mb
+
+
+@triton.jit
+def n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT: tl.constexpr):
+    """Persistent-loop trip count of every CTA (the same for every warp role)."""
+    if RESIDENT:
+        n = (B + ctas_per_pair - 1) // ctas_per_pair
+    else:
+        n = (n_tiles + n_prog - 1) // n_prog
+    return n
+
+
+@triton.jit
+def _fwd_schedule_kernel(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, window,
+                         CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
+                         BROADCAST_Q: tl.constexpr, BLOCK_M: tl.constexpr,
+                         BLOCK_N: tl.constexpr, BLOCK: tl.constexpr):
+    e = tl.arange(0, BLOCK)
+    in_range = e < B * NUM_MB
+    b = tl.where(in_range, e // NUM_MB, 0)
+    mb = e % NUM_MB
+    k_begin = tl.load(k_off + b).to(tl.int32)
+    klen = tl.load(k_off + b + 1).to(tl.int32) - k_begin
+    if BROADCAST_Q:
+        qlen = klen * 0 + q_len
+    else:
+        qlen = tl.load(q_off + b + 1).to(tl.int32) - tl.load(q_off + b).to(tl.int32)
+    m0 = mb * BLOCK_M
+    lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW, BLOCK_M, BLOCK_N)
+    valid = in_range & (m0 < qlen)
+    key = ((nblk + 1).to(tl.int64) << 32) | (0x7FFFFFFF - e.to(tl.int64))
+    if BROADCAST_Q:
+        key = key | ((NUM_MB - mb).to(tl.int64) << 56)
+    key = tl.where(valid, key, 0)
+    key = tl.sort(key, descending=True)
+    idx = 0x7FFFFFFF - (key & 0x7FFFFFFF)
+    tl.store(tile_entry + e, idx.to(tl.int32), mask=in_range)
+    tl.store(n_entries, tl.sum(valid.to(tl.int32), axis=0))
+
+
+def _fwd_schedule_torch(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
+                        block_m, block_n):
+    """Same keys as `_fwd_schedule_kernel`, with torch ops (large batches); no host sync."""
+    dev = k_off.device
+    e = torch.arange(B * num_mb, device=dev, dtype=torch.int64)
+    b, mb = e // num_mb, e % num_mb
+    klen = (k_off[1:] - k_off[:-1]).to(torch.int64)[b]
+    qlen = (torch.full_like(klen, q_len) if broadcast_q
+            else (q_off[1:] - q_off[:-1]).to(torch.int64)[b])
+    m0 = mb * block_m
+    rmax = torch.minimum(m0 + block_m, qlen) - 1
+    lo = torch.zeros_like(m0)
+    hi = klen.clone()
+    if causal:
+        hi = torch.minimum(hi, rmax + 1)
+    if window is not None:
+        lo = torch.clamp(m0 - window, min=0)
+        hi = torch.minimum(hi, rmax + window + 1)
+    nblk = torch.where((hi > lo) & (m0 < qlen), (hi - lo + block_n - 1) // block_n, 0)
+    valid = m0 < qlen
+    key = ((nblk + 1) << 32) | (0x7FFFFFFF - e)
+    if broadcast_q:
+        key = key | ((num_mb - mb) << 56)
+    key = torch.where(valid, key, torch.zeros_like(key))
+    key = torch.sort(key, descending=True).values
+    tile_entry = (0x7FFFFFFF - (key & 0x7FFFFFFF)).to(torch.int32)
+    n_entries = valid.sum().to(torch.int32).reshape(1)
+    return tile_entry, n_entries
+
+
+def build_fwd_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
+                       block_m, block_n, use_torch=False):
+    """Sorted forward tile entries (int32 [B*num_mb]) and their count (int32 [1]), on the device."""
+    n = B * num_mb
+    if use_torch or n > MAX_SORT_BLOCK:
+        return _fwd_schedule_torch(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
+                                   block_m, block_n)
+    tile_entry = torch.empty(n, device=k_off.device, dtype=torch.int32)
+    n_entries = torch.empty(1, device=k_off.device, dtype=torch.int32)
+    block = max(16, triton.next_power_of_2(n))
+    _fwd_schedule_kernel[(1,)](
+        q_off if q_off is not None else k_off, k_off, tile_entry, n_entries, B, q_len, num_mb,
+        0 if window is None else window, CAUSAL=causal, HAS_WINDOW=window is not None,
+        BROADCAST_Q=broadcast_q, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK=block,
+        num_warps=4 if block <= 4096 else 8)
+    return tile_entry, n_entries

@@ -1,0 +1,139 @@
+"""The TLX persistent schedule and block ranges, checked exhaustively against brute force.
+
+Plain Triton (no TLX): runs on a GPU, or on the CPU under TRITON_INTERPRET=1; skipped otherwise.
+A probe kernel walks every CTA's persistent loop exactly like the TLX kernels do (`tile_at`,
+`n_iterations`, `kv_block_range`, `kv_unmasked_range`) and records what each tile would touch. The
+checks: every non-empty (batch, head, q-block) tile is visited exactly once whatever the grid size;
+its KV block range covers every visible (query, key) pair; the blocks it runs without a mask are
+fully visible to every real query row.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from kernels.tlx_schedule import (build_fwd_schedule, kv_block_range, kv_unmasked_range,
+                                  n_iterations, seq_bounds, tile_at)
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+_OLD_INTERPRETER = INTERPRET and tuple(int(x) for x in triton.__version__.split(".")[:2]) < (3, 7)
+pytestmark = [
+    pytest.mark.skipif(not (torch.cuda.is_available() or INTERPRET),
+                       reason="needs a GPU or TRITON_INTERPRET=1"),
+    # the triton 3.6 interpreter cannot run a loop whose bound was loaded from memory
+    pytest.mark.skipif(_OLD_INTERPRETER, reason="needs fbtriton 3.7's interpreter (TLX extra)"),
+]
+
+
+@triton.jit
+def _probe_kernel(q_off, k_off, tile_entry, n_entries, rec, B, H, q_len, NUM_MB, window,
+                  ctas_per_pair, MAX_IT, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
+                  BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr, BLOCK_M: tl.constexpr,
+                  BLOCK_N: tl.constexpr):
+    pid = tl.program_id(0)
+    n_prog = tl.num_programs(0)
+    n_tiles = tl.load(n_entries) * H
+    n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
+    for it in range(0, n_iter):
+        valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+                                  ctas_per_pair, RESIDENT)
+        if valid:
+            q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
+            m0 = mb * BLOCK_M
+            lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW, BLOCK_M, BLOCK_N)
+            a, c = kv_unmasked_range(m0, qlen, klen, window, lo, nblk, CAUSAL, HAS_WINDOW,
+                                     BLOCK_M, BLOCK_N)
+            base = rec + (pid * MAX_IT + it) * 8
+            tl.store(base + 0, 1)
+            tl.store(base + 1, b)
+            tl.store(base + 2, h)
+            tl.store(base + 3, mb)
+            tl.store(base + 4, lo)
+            tl.store(base + 5, nblk)
+            tl.store(base + 6, a)
+            tl.store(base + 7, c)
+
+
+def _run(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n, n_prog, resident):
+    B = len(k_lens)
+    off = lambda ls: torch.tensor([0] + ls).cumsum(0).to(DEVICE, torch.int32)
+    k_off = off(k_lens)
+    q_off = None if bcast else off(q_lens)
+    max_q = q_len if bcast else max(q_lens)
+    num_mb = max(1, triton.cdiv(max_q, block_m))
+    entries, n_entries = build_fwd_schedule(q_off, k_off, B, q_len, num_mb, window, causal, bcast,
+                                            block_m, block_n)
+    pairs = H * num_mb
+    cpp = n_prog // pairs if resident else 1
+    if resident:
+        n_prog = pairs * cpp
+    max_it = B * H * num_mb + 1
+    rec = torch.zeros(n_prog * max_it * 8, dtype=torch.int32, device=DEVICE)
+    _probe_kernel[(n_prog,)](q_off if q_off is not None else k_off, k_off, entries, n_entries, rec,
+                             B, H, q_len, num_mb, 0 if window is None else window, cpp, max_it,
+                             CAUSAL=causal, HAS_WINDOW=window is not None, BROADCAST_Q=bcast,
+                             RESIDENT=resident, BLOCK_M=block_m, BLOCK_N=block_n)
+    rec = rec.view(-1, 8).cpu()
+    return rec[rec[:, 0] == 1].tolist(), num_mb
+
+
+def _check(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n, n_prog, resident):
+    tiles, num_mb = _run(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n,
+                         n_prog, resident)
+    seen = {}
+    for _, b, h, mb, lo, nblk, a, c in tiles:
+        assert (b, h, mb) not in seen, f"tile {(b, h, mb)} visited twice"
+        seen[(b, h, mb)] = (lo, nblk, a, c)
+    for b in range(len(k_lens)):
+        qlen = q_len if bcast else q_lens[b]
+        klen = k_lens[b]
+        for mb in range(num_mb):
+            m0 = mb * block_m
+            for h in range(H):
+                if m0 >= qlen:
+                    assert (b, h, mb) not in seen
+                    continue
+                assert (b, h, mb) in seen, f"tile {(b, h, mb)} never visited"
+                lo, nblk, a, c = seen[(b, h, mb)]
+                assert nblk == 0 or 1 <= a <= c <= nblk
+                rows = range(m0, min(m0 + block_m, qlen))
+                for i in rows:
+                    for j in range(klen):
+                        vis = (not causal or j <= i) and (window is None or abs(i - j) <= window)
+                        if vis:
+                            assert lo <= j < lo + nblk * block_n, (b, mb, i, j, lo, nblk)
+                for blk in range(a, c):
+                    n0 = lo + blk * block_n
+                    for i in rows:
+                        for j in range(n0, n0 + block_n):
+                            assert j < klen and (not causal or j <= i) and \
+                                (window is None or abs(i - j) <= window), (b, mb, blk, i, j)
+
+
+@pytest.mark.parametrize("causal,window", [(False, None), (True, None), (False, 37), (True, 5)])
+@pytest.mark.parametrize("n_prog", [1, 3, 7])
+def test_jagged_schedule(causal, window, n_prog):
+    g = torch.Generator().manual_seed(n_prog)
+    k_lens = torch.randint(0, 300, (9,), generator=g).tolist()
+    k_lens[0], k_lens[1] = 0, 300
+    q_lens = list(k_lens) if not window else torch.randint(0, 260, (9,), generator=g).tolist()
+    _check(q_lens, k_lens, 2, False, 0, causal, window, 128, 128, n_prog, False)
+
+
+@pytest.mark.parametrize("causal,window", [(False, None), (True, 20)])
+@pytest.mark.parametrize("q_len,block_m,block_n", [(192, 192, 64), (300, 128, 128), (1, 128, 128)])
+@pytest.mark.parametrize("n_prog,resident", [(7, True), (5, False), (12, True)])
+def test_broadcast_schedule(causal, window, q_len, block_m, block_n, n_prog, resident):
+    g = torch.Generator().manual_seed(q_len)
+    k_lens = torch.randint(0, 260, (11,), generator=g).tolist()
+    k_lens[3] = 0
+    H = 2
+    if resident and H * max(1, triton.cdiv(q_len, block_m)) > n_prog:
+        pytest.skip("more (head, q-block) pairs than CTAs")
+    _check(None, k_lens, H, True, q_len, causal, window, block_m, block_n, n_prog, resident)
