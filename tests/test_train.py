@@ -132,7 +132,8 @@ def test_short_run_learns_towards_bayes_ne(tmp_path: Path) -> None:
 def test_two_ranks_match_one_rank(tmp_path: Path) -> None:
     """Same global batch on 1 and 2 gloo ranks: same examples per step, same initial tables (their
     init depends only on the seed), dense grads averaged by DDP; embedding grads arrive summed over
-    ranks, which row-wise Adagrad is invariant to up to eps. What remains is float reduction order.
+    ranks, which row-wise Adagrad is invariant to up to eps. What remains is float summation order
+    (DDP all-reduce, the embedding all-to-all): measured differences are ~1e-8, the tolerance 1e-5.
     """
     common = [*TINY, "model=dlrm", "trainer.max_steps=40", "trainer.eval_every=20", "trainer.log_every=20"]
     one = run_train(tmp_path / "one", *common)
@@ -145,4 +146,4 @@ def test_two_ranks_match_one_rank(tmp_path: Path) -> None:
     for a, b in zip(eval_one, eval_two):
         for metric in ("ne", "auc", "calibration"):
             for task in a[metric]:
-                assert b[metric][task] == pytest.approx(a[metric][task], abs=2e-3), (metric, task, a, b)
+                assert b[metric][task] == pytest.approx(a[metric][task], rel=1e-5), (metric, task, a, b)

@@ -14,7 +14,7 @@ from torchrec.modules.crossnet import LowRankCrossNet
 from torchrec.modules.mlp import MLP
 
 from data import Batch, Schema
-from gem.models.embeddings import bag_collection
+from gem.models.embeddings import bag_collection, stack_features
 from gem.models.heads import TaskHeads
 
 
@@ -47,6 +47,7 @@ class DLRM(nn.Module):
         d = cfg.embedding_dim
         self.sparse_arch = bag_collection(schema.sparse, d, prefix="sparse")
         self.sequence_arch = bag_collection(schema.sequence, d, prefix="seqbag")
+        self.sparse_names, self.sequence_names = list(schema.sparse), list(schema.sequence)
         self.dense_arch = nn.Sequential(MLP(schema.num_dense, cfg.dense_arch), nn.Linear(cfg.dense_arch[-1], d))
         num_vectors = 1 + len(schema.sparse) + len(schema.sequence)
         self.interaction = LowRankCrossNet(num_vectors * d, cfg.dcn_layers, cfg.dcn_low_rank)
@@ -54,8 +55,8 @@ class DLRM(nn.Module):
         self.heads = TaskHeads(cfg.over_arch[-1], schema.tasks, cfg.head_arch)
 
     def forward(self, batch: Batch) -> torch.Tensor:
-        pooled_sparse = self.sparse_arch(batch.sparse).values()  # [B, F*d]
-        pooled_sequence = self.sequence_arch(batch.sequence).values()  # [B, S*d]
+        pooled_sparse = stack_features(self.sparse_arch(batch.sparse), self.sparse_names)  # [B, F, d]
+        pooled_sequence = stack_features(self.sequence_arch(batch.sequence), self.sequence_names)  # [B, S, d]
         dense = self.dense_arch(batch.dense)  # [B, d]
-        x = torch.cat([dense, pooled_sparse, pooled_sequence], dim=1)
+        x = torch.cat([dense, pooled_sparse.flatten(1), pooled_sequence.flatten(1)], dim=1)
         return self.heads(self.over_arch(self.interaction(x)))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from torchrec import EmbeddingBagCollection, EmbeddingBagConfig, EmbeddingCollection, EmbeddingConfig, PoolingType
+from torchrec import EmbeddingBagCollection, EmbeddingBagConfig, EmbeddingCollection, EmbeddingConfig, KeyedTensor, PoolingType
 
 META = torch.device("meta")
 
@@ -27,3 +27,12 @@ def sequence_collection(features: dict[str, int], dim: int, prefix: str) -> Embe
         for name, vocab in features.items()
     ]
     return EmbeddingCollection(tables=tables, device=META)
+
+
+def stack_features(pooled: KeyedTensor, names: list[str] | tuple[str, ...]) -> torch.Tensor:
+    """Pooled embeddings as tokens `[B, len(names), d]` in the order of `names`.
+
+    A sharded collection returns its keys grouped by sharding type, not in config order, so the
+    layout of `pooled.values()` depends on the plan (and hence on the number of ranks).
+    """
+    return torch.stack([pooled[name] for name in names], dim=1)

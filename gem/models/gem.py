@@ -22,7 +22,7 @@ from torchrec.modules.mlp import MLP
 
 from data import Batch, Schema
 from gem.models.attention import AttentionConfig, attention_function
-from gem.models.embeddings import bag_collection, sequence_collection
+from gem.models.embeddings import bag_collection, sequence_collection, stack_features
 from gem.models.heads import TaskHeads
 from gem.models.interaction import InteractionConfig, build_interaction
 from gem.models.sequence import Jagged, TransformerLayer, positions_from_end, prepend_tokens
@@ -121,9 +121,8 @@ class GEM(nn.Module):
         return Jagged(values + self.recency(recency), offsets, self.schema.seq_max_len)
 
     def forward(self, batch: Batch) -> torch.Tensor:
-        batch_size = batch.dense.shape[0]
         pooled = self.sparse_arch(batch.sparse)  # KeyedTensor, one [B, d] per feature
-        sparse_tokens = pooled.values().reshape(batch_size, len(self.schema.sparse), -1)
+        sparse_tokens = stack_features(pooled, list(self.schema.sparse))
         dense_token = self.dense_token(batch.dense).unsqueeze(1)
         non_sequence = torch.cat([dense_token.to(sparse_tokens.dtype), sparse_tokens], dim=1)  # [B, 1+F, d]
 
