@@ -15,9 +15,14 @@ import triton.language as tl
 INTERPRETER: bool = triton.knobs.runtime.interpret
 
 
-def _patch_interpreter_scalar_index() -> None:
-    """Triton 3.6's interpreter holds scalars as shape-(1,) arrays and turns loop bounds into ints
-    with ``int(array)``, which NumPy >= 2.4 rejects; ``.item()`` accepts both."""
+def _patch_triton_36_interpreter() -> None:
+    """Two fixes to Triton 3.6's interpreter (CPU runs under TRITON_INTERPRET=1):
+
+    * it holds scalars as shape-(1,) arrays and turns loop bounds into ints with ``int(array)``,
+      which NumPy >= 2.4 rejects: use ``.item()``;
+    * it re-patches ``triton.language`` (``inspect.getmembers``) on every call of a nested
+      ``@triton.jit`` helper, which dominated run time: patch each language module once a launch.
+    """
     from triton.runtime import interpreter
 
     patch_tensor = interpreter._patch_lang_tensor
@@ -26,11 +31,30 @@ def _patch_interpreter_scalar_index() -> None:
         patch_tensor(tensor, scope)
         scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
 
+    languages_patched_in_launch: set[int] = set()
+    launch_kernel = interpreter.GridExecutor.__call__
+
+    def launch_kernel_tracking_patches(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        languages_patched_in_launch.clear()
+        return launch_kernel(self, *args, **kwargs)
+
+    def call_helper(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        languages = {id(value) for value in self.fn.__globals__.values() if value is tl or value is tl.core}
+        if not languages <= languages_patched_in_launch:
+            interpreter._patch_lang(self.fn)
+            languages_patched_in_launch.update(languages)
+        try:
+            return self.rewrite()(*args, **kwargs)
+        except Exception as error:
+            raise interpreter.InterpreterError(repr(error)) from error
+
     interpreter._patch_lang_tensor = patch_tensor_with_item_index
+    interpreter.GridExecutor.__call__ = launch_kernel_tracking_patches
+    interpreter.InterpretedFunction.__call__ = call_helper
 
 
-if INTERPRETER:
-    _patch_interpreter_scalar_index()
+if INTERPRETER and triton.__version__.startswith("3.6."):
+    _patch_triton_36_interpreter()
 
 LOG2E: tl.constexpr = tl.constexpr(1.4426950408889634)
 # Finite stand-in for -inf in masked scores: exp2(MASKED_SCORE - m) is exactly 0 against any real
