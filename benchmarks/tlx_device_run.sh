@@ -28,6 +28,6 @@ print("max out rel err", max(errs) if errs else None)
 PY
 if [ "${SCHED_TESTS:-1}" = 1 ]; then timeout 90 python -m pytest -q -x tests/kernels/test_tlx_schedule.py 2>&1 | tail -2; fi
 if [ $hung -eq 0 ] && [ "${BENCH:-1}" = 1 ]; then
-  timeout ${BENCH_TIMEOUT:-200} python -m benchmarks.tlx_hopper_bench --out "$OUT/bench.jsonl" "$@" 2>&1 | tee "$OUT/bench.log" | tail -16
+  timeout ${BENCH_TIMEOUT:-200} python -m benchmarks.tlx_hopper_bench --out "$OUT/bench.jsonl" ${BENCH_ARGS:-} "$@" 2>&1 | tee "$OUT/bench.log" | tail -16
 fi
 echo "total $(( $(date +%s) - t0 ))s"

@@ -36,7 +36,7 @@ POISON_OUTPUTS = False
 def _tlx_import_error() -> str | None:
     try:
         import triton.language.extra.tlx  # noqa: F401
-        from kernels import tlx_hopper_fwd  # noqa: F401
+        from kernels import tlx_hopper_bwd, tlx_hopper_fwd  # noqa: F401
     except Exception as exc:  # ImportError, or a Triton without TLX
         return f"fbtriton with TLX is not importable ({type(exc).__name__}: {exc})"
     return None
@@ -65,6 +65,11 @@ def supports(query, key, value, params) -> str | None:
         return f"tlx supports head dims {SUPPORTED_HEAD_DIMS} (same for q, k, v), got {d}"
     if query.shape[1] % key.shape[1]:
         return "tlx needs Hq % Hkv == 0"
+    if params.deterministic and params.broadcast_q:
+        pairs = query.shape[1] * triton_cdiv(int(params.max_seq_len_q), BwdConfig().dq_block_m)
+        if pairs > _num_sms(query.device.index or 0):
+            return ("tlx: deterministic broadcast_q dQ needs heads * q-blocks <= #SMs "
+                    f"({pairs} > {_num_sms(query.device.index or 0)}); it would use atomics")
     return None
 
 
@@ -179,13 +184,109 @@ def triton_cdiv(a: int, b: int) -> int:
 # ------------------------------------------------------------------------------------------
 # backward
 # ------------------------------------------------------------------------------------------
-def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, params):
+@dataclass(frozen=True)
+class BwdConfig:
+    dq_groups: int = 2        # dq pass: consumer warpgroups, BLOCK_M = 64 * dq_groups
+    dq_block_n: int = 64
+    dq_buf_kv: int = 3
+    dq_regs: int = 232
+    dkdv_buf_q: int = 2       # dk/dv pass: Q/dO step ring depth (KV tile = 128 rows, 2 consumers)
+    dkdv_regs: int = 240
+
+    @property
+    def dq_block_m(self) -> int:
+        return 64 * self.dq_groups
+
+
+DKDV_BLOCK_N = 128  # KV rows per dk/dv tile
+DKDV_STEP = 64      # query rows per dk/dv step
+
+
+def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, params,
+             config: BwdConfig | None = None):
     """Gradients (dq, dk, dv) of `forward`; dq of broadcast_q is the batch sum (fp32 accumulate)."""
-    from kernels.tlx_hopper_bwd import jfa_backward
+    from kernels.tlx_hopper_bwd import (_bwd_preprocess_kernel, _dq_reduce_kernel,
+                                        jfa_bwd_dkdv_kernel, jfa_bwd_dq_kernel)
+    from kernels.tlx_schedule import build_schedule
 
     reason = supports(query, key, value, params)
     if reason is not None:
         raise ValueError(f"tlx backend: {reason}")
-    return jfa_backward(grad_out, query, key, value, out, lse, query_offset, key_offset, params,
-                        _sm_scale(params, query.shape[-1]),
-                        GRID_OVERRIDE or _num_sms(query.device.index or 0))
+    cfg = config or BwdConfig()
+    query, key, value = _tma_ready(query), _tma_ready(key), _tma_ready(value)
+    grad_out, out = _tma_ready(grad_out), out.contiguous()
+    B = key_offset.numel() - 1
+    hq, d = query.shape[1], query.shape[2]
+    hkv = key.shape[1]
+    broadcast = bool(params.broadcast_q)
+    q_len = query.shape[0] if broadcast else 0
+    total_out = B * q_len if broadcast else query.shape[0]
+    dk = torch.empty_like(key)
+    dv = torch.empty_like(value)
+    if POISON_OUTPUTS:
+        dk.fill_(float("nan"))
+        dv.fill_(float("nan"))
+    if total_out == 0 or key.shape[0] == 0:
+        return torch.zeros_like(query), dk.zero_(), dv.zero_()
+    scale = _sm_scale(params, d)
+    window = params.window_size
+    win = 0 if window is None else int(window)
+    causal = bool(params.causal)
+    n_sm = GRID_OVERRIDE or _num_sms(query.device.index or 0)
+
+    delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
+    _bwd_preprocess_kernel[(triton_cdiv(total_out, 64), hq)](
+        out, grad_out, delta, total_out, hq, HEAD_DIM=d, BLOCK_R=64, num_warps=4)
+
+    desc_q = _descriptor(query, query.shape[0], 64)
+    desc_do = _descriptor(grad_out, total_out, 64)
+    desc_k = _descriptor(key, key.shape[0], 64)
+    desc_v = _descriptor(value, value.shape[0], 64)
+    q_off = query_offset if query_offset is not None else key_offset
+
+    # dK, dV: KV-stationary
+    num_nb = max(1, triton_cdiv(int(params.max_seq_len_kv), DKDV_BLOCK_N))
+    entries, n_entries = build_schedule(query_offset, key_offset, B, q_len, num_nb, window, causal,
+                                        broadcast, DKDV_BLOCK_N, DKDV_STEP, kv_stationary=True)
+    jfa_bwd_dkdv_kernel[(n_sm,)](
+        desc_q, desc_do, desc_k, desc_v, dk, dv, lse, delta, q_off, key_offset, entries,
+        n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out,
+        HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
+        HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, num_warps=4, num_stages=1)
+
+    # dQ: Q-stationary (the forward's schedule shape)
+    bm = cfg.dq_block_m
+    max_q = q_len if broadcast else int(params.max_seq_len_q)
+    num_mb = max(1, triton_cdiv(max_q, bm))
+    entries, n_entries = build_schedule(query_offset, key_offset, B, q_len, num_mb, window, causal,
+                                        broadcast, bm, cfg.dq_block_n)
+    pairs = hq * num_mb
+    resident = broadcast and pairs <= n_sm
+    cpp = n_sm // pairs if resident else 1
+    n_prog = pairs * cpp if resident else n_sm
+    if not broadcast:
+        dq = torch.empty_like(query)
+        if POISON_OUTPUTS:
+            dq.fill_(float("nan"))
+        dq_arg, acc_arg = dq, dq
+    elif resident:
+        dq = torch.empty_like(query)
+        if POISON_OUTPUTS:
+            dq.fill_(float("nan"))
+        part = torch.empty((n_prog, bm, d), device=query.device, dtype=torch.float32)
+        dq_arg, acc_arg = part, part
+    else:
+        acc = torch.zeros(query.shape, device=query.device, dtype=torch.float32)
+        dq_arg, acc_arg = acc, acc
+    jfa_bwd_dq_kernel[(n_prog,)](
+        desc_q, desc_do, desc_k, desc_v, dq_arg, acc_arg, lse, delta, q_off, key_offset, entries,
+        n_entries, scale, win, B, hq, hq // hkv, q_len, num_mb, total_out, cpp,
+        HEAD_DIM=d, BLOCK_N=cfg.dq_block_n, NUM_GROUPS=cfg.dq_groups, NUM_BUF_KV=cfg.dq_buf_kv,
+        CONSUMER_REGS=cfg.dq_regs, CAUSAL=causal, HAS_WINDOW=window is not None,
+        BROADCAST_Q=broadcast, RESIDENT=resident, num_warps=4, num_stages=1)
+    if broadcast and resident:
+        _dq_reduce_kernel[(triton_cdiv(bm, 64), pairs)](
+            part, dq, q_len, hq, cpp, HEAD_DIM=d, BLOCK_M=bm, BLOCK_R=64, num_warps=4)
+    elif broadcast:
+        dq = acc.to(query.dtype)
+    return dq, dk, dv

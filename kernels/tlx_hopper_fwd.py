@@ -142,12 +142,19 @@ def jfa_fwd_kernel(
             cnt_kv = 0
             cnt_q = 0
             last_q = -1
+            # tile info is prefetched: tile it+1's entry one iteration ahead, its bounds at the
+            # start of tile it, so no global-load latency sits at a tile boundary
+            valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+                                      ctas_per_pair, RESIDENT)
+            q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
+            n_valid, n_b, n_h, n_mb = tile_at(1, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+                                              ctas_per_pair, RESIDENT)
             for it in range(0, n_iter):
-                valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                          ctas_per_pair, RESIDENT)
+                nn_valid, nn_b, nn_h, nn_mb = tile_at(it + 2, pid, n_prog, tile_entry, n_tiles, B,
+                                                      H, NUM_MB, ctas_per_pair, RESIDENT)
+                n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(
+                    n_b, q_off, k_off, q_len, BROADCAST_Q)
                 if valid:
-                    q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
-                                                                       BROADCAST_Q)
                     m0 = mb * BLOCK_M
                     lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW,
                                               BLOCK_M, BLOCK_N)
@@ -177,6 +184,9 @@ def jfa_fwd_kernel(
                             tlx.async_descriptor_load(desc_v, v_tiles[kv_idx], [row, kv_col],
                                                       v_fulls[kv_idx])
                             cnt_kv += 1
+                valid, b, h, mb = n_valid, n_b, n_h, n_mb
+                q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
+                n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb
 
         # ---- consumers: QK^T, online softmax, PV, epilogue -------------------------------
         with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=NUM_GROUPS):
@@ -187,12 +197,17 @@ def jfa_fwd_kernel(
             last_q = -1
             if cid == NUM_GROUPS - 1:
                 tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # group 0 issues first
+            valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+                                      ctas_per_pair, RESIDENT)
+            q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
+            n_valid, n_b, n_h, n_mb = tile_at(1, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+                                              ctas_per_pair, RESIDENT)
             for it in range(0, n_iter):
-                valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                          ctas_per_pair, RESIDENT)
+                nn_valid, nn_b, nn_h, nn_mb = tile_at(it + 2, pid, n_prog, tile_entry, n_tiles, B,
+                                                      H, NUM_MB, ctas_per_pair, RESIDENT)
+                n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(
+                    n_b, q_off, k_off, q_len, BROADCAST_Q)
                 if valid:
-                    q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
-                                                                       BROADCAST_Q)
                     m0 = mb * BLOCK_M
                     lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW,
                                               BLOCK_M, BLOCK_N)
@@ -268,3 +283,6 @@ def jfa_fwd_kernel(
                               + offs_d[None, :])
                     tl.store(o_ptrs, o, mask=row_ok[:, None])
                     tl.store(lse_ptr + h.to(tl.int64) * total_out + out_rows, lse, mask=row_ok)
+                valid, b, h, mb = n_valid, n_b, n_h, n_mb
+                q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
+                n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb

@@ -55,6 +55,25 @@ def kv_block_range(m0, qlen, klen, window, CAUSAL: tl.constexpr, HAS_WINDOW: tl.
 
 
 @triton.jit
+def q_block_range(n0, klen, qlen, window, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
+                  BLOCK_N: tl.constexpr, BLOCK_MQ: tl.constexpr):
+    """Query rows [lo, lo + nsteps*BLOCK_MQ) that see some key of the KV block starting at n0.
+
+    The transpose of `kv_block_range`, for the KV-stationary backward (0 steps if the block is empty
+    or no query sees it)."""
+    jmax = tl.minimum(n0 + BLOCK_N, klen) - 1  # last real key row of the block
+    lo = n0 * 0
+    hi = qlen
+    if CAUSAL:
+        lo = n0
+    if HAS_WINDOW:
+        lo = tl.maximum(lo, n0 - window)
+        hi = tl.minimum(hi, jmax + window + 1)
+    nsteps = tl.where((hi > lo) & (n0 < klen), (hi - lo + BLOCK_MQ - 1) // BLOCK_MQ, 0)
+    return lo, nsteps
+
+
+@triton.jit
 def kv_unmasked_range(m0, qlen, klen, window, lo, nblk, CAUSAL: tl.constexpr,
                       HAS_WINDOW: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Blocks [a, c) of a q-block need no mask: every real row sees every key of them.
@@ -128,10 +147,12 @@ def n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT: tl.constexpr):
 
 
 @triton.jit
-def _fwd_schedule_kernel(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, window,
-                         CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
-                         BROADCAST_Q: tl.constexpr, BLOCK_M: tl.constexpr,
-                         BLOCK_N: tl.constexpr, BLOCK: tl.constexpr):
+def _schedule_kernel(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, window,
+                     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
+                     KV_STATIONARY: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     BLOCK: tl.constexpr):
+    """Sorted entries. Q-stationary (forward, dq): entry = (b, q-block), work = KV blocks.
+    KV-stationary (dk/dv): entry = (b, kv-block of BLOCK_M rows), work = q steps of BLOCK_N rows."""
     e = tl.arange(0, BLOCK)
     in_range = e < B * NUM_MB
     b = tl.where(in_range, e // NUM_MB, 0)
@@ -143,10 +164,14 @@ def _fwd_schedule_kernel(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, 
     else:
         qlen = tl.load(q_off + b + 1).to(tl.int32) - tl.load(q_off + b).to(tl.int32)
     m0 = mb * BLOCK_M
-    lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW, BLOCK_M, BLOCK_N)
-    valid = in_range & (m0 < qlen)
-    key = ((nblk + 1).to(tl.int64) << 32) | (0x7FFFFFFF - e.to(tl.int64))
-    if BROADCAST_Q:
+    if KV_STATIONARY:
+        lo, work = q_block_range(m0, klen, qlen, window, CAUSAL, HAS_WINDOW, BLOCK_M, BLOCK_N)
+        valid = in_range & (m0 < klen)
+    else:
+        lo, work = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW, BLOCK_M, BLOCK_N)
+        valid = in_range & (m0 < qlen)
+    key = ((work + 1).to(tl.int64) << 32) | (0x7FFFFFFF - e.to(tl.int64))
+    if BROADCAST_Q and not KV_STATIONARY:
         key = key | ((NUM_MB - mb).to(tl.int64) << 56)
     key = tl.where(valid, key, 0)
     key = tl.sort(key, descending=True)
@@ -155,9 +180,9 @@ def _fwd_schedule_kernel(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, 
     tl.store(n_entries, tl.sum(valid.to(tl.int32), axis=0))
 
 
-def _fwd_schedule_torch(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
-                        block_m, block_n):
-    """Same keys as `_fwd_schedule_kernel`, with torch ops (large batches); no host sync."""
+def _schedule_torch(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, block_m,
+                    block_n, kv_stationary):
+    """Same keys as `_schedule_kernel`, with torch ops (large batches); no host sync."""
     dev = k_off.device
     e = torch.arange(B * num_mb, device=dev, dtype=torch.int64)
     b, mb = e // num_mb, e % num_mb
@@ -165,18 +190,27 @@ def _fwd_schedule_torch(q_off, k_off, B, q_len, num_mb, window, causal, broadcas
     qlen = (torch.full_like(klen, q_len) if broadcast_q
             else (q_off[1:] - q_off[:-1]).to(torch.int64)[b])
     m0 = mb * block_m
-    rmax = torch.minimum(m0 + block_m, qlen) - 1
-    lo = torch.zeros_like(m0)
-    hi = klen.clone()
-    if causal:
-        hi = torch.minimum(hi, rmax + 1)
-    if window is not None:
-        lo = torch.clamp(m0 - window, min=0)
-        hi = torch.minimum(hi, rmax + window + 1)
-    nblk = torch.where((hi > lo) & (m0 < qlen), (hi - lo + block_n - 1) // block_n, 0)
-    valid = m0 < qlen
-    key = ((nblk + 1) << 32) | (0x7FFFFFFF - e)
-    if broadcast_q:
+    if kv_stationary:  # q_block_range
+        jmax = torch.minimum(m0 + block_m, klen) - 1
+        lo = m0.clone() if causal else torch.zeros_like(m0)
+        hi = qlen.clone()
+        if window is not None:
+            lo = torch.maximum(lo, m0 - window)
+            hi = torch.minimum(hi, jmax + window + 1)
+        valid = m0 < klen
+    else:  # kv_block_range
+        rmax = torch.minimum(m0 + block_m, qlen) - 1
+        lo = torch.zeros_like(m0)
+        hi = klen.clone()
+        if causal:
+            hi = torch.minimum(hi, rmax + 1)
+        if window is not None:
+            lo = torch.clamp(m0 - window, min=0)
+            hi = torch.minimum(hi, rmax + window + 1)
+        valid = m0 < qlen
+    work = torch.where((hi > lo) & valid, (hi - lo + block_n - 1) // block_n, 0)
+    key = ((work + 1) << 32) | (0x7FFFFFFF - e)
+    if broadcast_q and not kv_stationary:
         key = key | ((num_mb - mb) << 56)
     key = torch.where(valid, key, torch.zeros_like(key))
     key = torch.sort(key, descending=True).values
@@ -185,19 +219,30 @@ def _fwd_schedule_torch(q_off, k_off, B, q_len, num_mb, window, causal, broadcas
     return tile_entry, n_entries
 
 
-def build_fwd_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
-                       block_m, block_n, use_torch=False):
-    """Sorted forward tile entries (int32 [B*num_mb]) and their count (int32 [1]), on the device."""
+def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n,
+                   kv_stationary=False, use_torch=False):
+    """Sorted tile entries (int32 [B*num_mb]) and their count (int32 [1]), on the device.
+
+    Q-stationary (forward, dq): entry = b*num_mb + q-block; block_m/block_n = query/key block rows.
+    KV-stationary (dk/dv): entry = b*num_mb + kv-block; block_m = kv block, block_n = q step rows.
+    """
     n = B * num_mb
     if use_torch or n > MAX_SORT_BLOCK:
-        return _fwd_schedule_torch(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
-                                   block_m, block_n)
+        return _schedule_torch(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
+                               block_m, block_n, kv_stationary)
     tile_entry = torch.empty(n, device=k_off.device, dtype=torch.int32)
     n_entries = torch.empty(1, device=k_off.device, dtype=torch.int32)
     block = max(16, triton.next_power_of_2(n))
-    _fwd_schedule_kernel[(1,)](
+    _schedule_kernel[(1,)](
         q_off if q_off is not None else k_off, k_off, tile_entry, n_entries, B, q_len, num_mb,
         0 if window is None else window, CAUSAL=causal, HAS_WINDOW=window is not None,
-        BROADCAST_Q=broadcast_q, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK=block,
-        num_warps=4 if block <= 4096 else 8)
+        BROADCAST_Q=broadcast_q, KV_STATIONARY=kv_stationary, BLOCK_M=block_m, BLOCK_N=block_n,
+        BLOCK=block, num_warps=4 if block <= 4096 else 8)
     return tile_entry, n_entries
+
+
+def build_fwd_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, block_m,
+                       block_n, use_torch=False):
+    """The Q-stationary schedule (forward and the dq pass of the backward)."""
+    return build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, block_m,
+                          block_n, False, use_torch)

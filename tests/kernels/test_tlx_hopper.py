@@ -57,12 +57,13 @@ class Case:
     causal: bool = False
     window: int | None = None
     lens: str = "random"   # "random" (with 0 and max forced in) | "full" | "empty_kv" | "empty_q" | "one"
+    grid: int | None = None  # force the persistent grid size (None: one CTA per SM)
 
     @property
     def name(self) -> str:
         m = ("c" if self.causal else "") + (f"w{self.window}" if self.window is not None else "")
         return (f"{self.mode}-B{self.B}-q{self.max_q}-kv{self.max_kv}-h{self.hq}x{self.hkv}-d{self.d}"
-                f"-{self.dtype}-{m or 'nomask'}-{self.lens}")
+                f"-{self.dtype}-{m or 'nomask'}-{self.lens}" + (f"-grid{self.grid}" if self.grid else ""))
 
     def variant(self) -> str:  # what selects a compiled kernel (shards group by it)
         bq = self.max_q if self.mode == "bcast" else 0
@@ -203,6 +204,71 @@ def check_forward(case: Case, seed: int = 0) -> dict:
     return res
 
 
+def check_backward(case: Case, seed: int = 0) -> dict:
+    """(dq, dk, dv) against fp32 autograd through the reference; also forward rerun equality."""
+    from kernels import tlx_hopper
+
+    q, k, v, q_off, k_off, q_lens, k_lens = make_inputs(case, seed)
+    scale = 1.0 / math.sqrt(case.d)
+    params = _params(case, scale)
+    tlx_hopper.POISON_OUTPUTS = True
+    tlx_hopper.GRID_OVERRIDE = case.grid
+    try:
+        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params)
+        g = torch.Generator(device=q.device).manual_seed(seed + 1)
+        do = torch.randn(out.shape, generator=g, device=q.device, dtype=out.dtype)
+        dq, dk, dv = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params)
+        torch.cuda.synchronize()
+    finally:
+        tlx_hopper.GRID_OVERRIDE = None
+    qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
+    ref_out, _ = reference(qf, kf, vf, q_lens, k_lens, case, scale)
+    (ref_out * do.float()).sum().backward()
+    res = {"case": case.name, "pass": "bwd"}
+    errs = []
+    grads = [t.grad if t.grad is not None else torch.zeros_like(t) for t in (qf, kf, vf)]
+    for name, got, ref in zip(("dq", "dk", "dv"), (dq, dk, dv), grads):
+        if got.shape != ref.shape or got.dtype != q.dtype:
+            errs.append(f"{name} shape/dtype {tuple(got.shape)} {got.dtype}")
+            continue
+        if torch.isnan(got).any():
+            errs.append(f"{name} NaN/unwritten in {int(torch.isnan(got).any(-1).any(-1).sum())} rows")
+        if got.numel() and ref.norm() > 0:
+            res[f"{name}_rel"] = _rel(got, ref)
+            if not res[f"{name}_rel"] < 2e-2:
+                errs.append(f"{name} rel err {res[f'{name}_rel']:.2e}")
+        elif got.numel() and not got.float().abs().max().item() < 2e-2:
+            # e.g. length-1 sequences: dS = dO.v - dO.o is 0 in exact arithmetic, rounding here
+            errs.append(f"{name} should be ~0, max abs {got.float().abs().max().item():.2e}")
+    res["ok"] = not errs
+    res["errors"] = errs
+    return res
+
+
+def check_bwd_determinism(case: Case, grids=(1, 3, 7)) -> dict:
+    """dK, dV (and non-broadcast dQ) bitwise identical for any grid size; all three run to run."""
+    from kernels import tlx_hopper
+
+    q, k, v, q_off, k_off, *_ = make_inputs(case, 2)
+    params = _params(case, 1.0 / math.sqrt(case.d))
+    out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params)
+    do = torch.randn_like(out)
+    base = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params)
+    again = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params)
+    bad = [n for n, a, b in zip("dq dk dv".split(), base, again) if not torch.equal(a, b)]
+    for g in grids:
+        tlx_hopper.GRID_OVERRIDE = g
+        try:
+            other = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params)
+        finally:
+            tlx_hopper.GRID_OVERRIDE = None
+        names = ("dk", "dv") if case.mode == "bcast" else ("dq", "dk", "dv")
+        bad += [f"{n}@grid{g}" for n, a, b in zip("dq dk dv".split(), base, other)
+                if n in names and not torch.equal(a, b)]
+    torch.cuda.synchronize()
+    return {"case": case.name, "pass": "bwd-det", "ok": not bad, "errors": bad}
+
+
 def check_grid_determinism(case: Case, grids=(1, 3, 7)) -> dict:
     """Forward bitwise identical for any persistent grid size (phase/scheduling bugs show)."""
     from kernels import tlx_hopper
@@ -242,6 +308,27 @@ def fwd_cases() -> list[Case]:
     return C
 
 
+def bwd_cases() -> list[Case]:
+    C = []
+    for d in (64, 128):
+        for causal, window in ((False, None), (True, None), (False, 37), (True, 100)):
+            C.append(Case("self", 30, 300, 300, 2, 2, d, "bf16", causal, window))
+            C.append(Case("cross", 30, 200, 333, 4, 2, d, "bf16", causal, window))
+            C.append(Case("bcast", 200, 192, 260, 2, 1, d, "bf16", causal, window))
+        C.append(Case("self", 20, 400, 400, 4, 4, d, "fp16"))
+        C.append(Case("bcast", 100, 128, 300, 3, 3, d, "bf16"))
+        C.append(Case("bcast", 60, 300, 200, 2, 2, d, "bf16"))          # 3 q-blocks
+        C.append(Case("bcast", 60, 192, 200, 2, 2, d, "bf16", grid=3))  # dq via atomics
+        C.append(Case("cross", 30, 100, 100, 2, 2, d, "bf16", lens="empty_kv"))
+        C.append(Case("self", 30, 100, 100, 2, 2, d, "bf16", lens="one"))
+    return C
+
+
+def bwd_det_cases() -> list[Case]:
+    return [Case("self", 30, 300, 300, 4, 2, 128, "bf16", True),
+            Case("bcast", 200, 192, 300, 3, 3, 128, "bf16", False, 50)]
+
+
 def grid_cases() -> list[Case]:
     return [Case("self", 40, 300, 300, 4, 2, 128, "bf16", True), Case("bcast", 200, 192, 300, 3, 3),
             Case("cross", 40, 200, 333, 2, 2, 64, "bf16", False, 37)]
@@ -273,6 +360,22 @@ def test_forward_any_grid_size(case):
     assert res["ok"], res
 
 
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", bwd_cases(), ids=lambda c: c.name)
+def test_backward(case):
+    res = check_backward(case, seed=zlib.crc32(case.name.encode()))
+    assert res["ok"], res
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", bwd_det_cases(), ids=lambda c: c.name)
+def test_backward_deterministic(case):
+    res = check_bwd_determinism(case)
+    assert res["ok"], res
+
+
 # ------------------------------------------------------------------------------------------
 # sharded script mode (device runs)
 # ------------------------------------------------------------------------------------------
@@ -280,9 +383,13 @@ def _main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shard", default="0/1")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--passes", default="fwd,grid,bwd,bwd-det")
     args = ap.parse_args()
     idx, n = (int(x) for x in args.shard.split("/"))
-    jobs = [("fwd", c) for c in fwd_cases()] + [("grid", c) for c in grid_cases()]
+    passes = args.passes.split(",")
+    jobs = ([("fwd", c) for c in fwd_cases()] + [("grid", c) for c in grid_cases()]
+            + [("bwd", c) for c in bwd_cases()] + [("bwd-det", c) for c in bwd_det_cases()])
+    jobs = [j for j in jobs if j[0] in passes]
     jobs = [j for j in jobs if zlib.crc32(j[1].variant().encode()) % n == idx]
     reason = _tlx_reason()
     results = []
@@ -293,8 +400,11 @@ def _main():
             res = {"case": case.name, "pass": kind, "ok": None, "errors": [reason]}
         else:
             try:
-                res = (check_forward(case, zlib.crc32(case.name.encode())) if kind == "fwd"
-                       else check_grid_determinism(case))
+                seed = zlib.crc32(case.name.encode())
+                res = {"fwd": lambda: check_forward(case, seed),
+                       "grid": lambda: check_grid_determinism(case),
+                       "bwd": lambda: check_backward(case, seed),
+                       "bwd-det": lambda: check_bwd_determinism(case)}[kind]()
             except Exception as exc:  # record and go on with the next case
                 res = {"case": case.name, "pass": kind, "ok": False,
                        "errors": [f"{type(exc).__name__}: {str(exc)[:500]}"]}

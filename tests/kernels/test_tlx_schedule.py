@@ -17,8 +17,9 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.tlx_schedule import (build_fwd_schedule, kv_block_range, kv_unmasked_range,
-                                  n_iterations, seq_bounds, tile_at)
+from kernels.tlx_schedule import (build_fwd_schedule, build_schedule, kv_block_range,
+                                  kv_unmasked_range, n_iterations, q_block_range, seq_bounds,
+                                  tile_at)
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -137,3 +138,53 @@ def test_broadcast_schedule(causal, window, q_len, block_m, block_n, n_prog, res
     if resident and H * max(1, triton.cdiv(q_len, block_m)) > n_prog:
         pytest.skip("more (head, q-block) pairs than CTAs")
     _check(None, k_lens, H, True, q_len, causal, window, block_m, block_n, n_prog, resident)
+
+
+@triton.jit
+def _q_range_probe(n0_ptr, klen_ptr, qlen_ptr, out_ptr, window, N, CAUSAL: tl.constexpr,
+                   HAS_WINDOW: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_MQ: tl.constexpr,
+                   BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    ok = i < N
+    n0 = tl.load(n0_ptr + i, mask=ok, other=0)
+    klen = tl.load(klen_ptr + i, mask=ok, other=0)
+    qlen = tl.load(qlen_ptr + i, mask=ok, other=0)
+    lo, nsteps = q_block_range(n0, klen, qlen, window, CAUSAL, HAS_WINDOW, BLOCK_N, BLOCK_MQ)
+    tl.store(out_ptr + 2 * i, lo, mask=ok)
+    tl.store(out_ptr + 2 * i + 1, nsteps, mask=ok)
+
+
+@pytest.mark.parametrize("causal,window", [(False, None), (True, None), (False, 37), (True, 5)])
+def test_q_block_range_covers_visible_pairs(causal, window):
+    """The KV-stationary backward's query range: every (query, key) pair a KV block sees is in it."""
+    cases = [(n0, klen, qlen) for klen in (0, 1, 100, 130, 300) for qlen in (0, 1, 64, 200, 333)
+             for n0 in range(0, max(klen, 1), 128)]
+    t = lambda col: torch.tensor([c[col] for c in cases], dtype=torch.int32, device=DEVICE)
+    out = torch.zeros(2 * len(cases), dtype=torch.int32, device=DEVICE)
+    _q_range_probe[(1,)](t(0), t(1), t(2), out, 0 if window is None else window, len(cases),
+                         CAUSAL=causal, HAS_WINDOW=window is not None, BLOCK_N=128, BLOCK_MQ=64,
+                         BLOCK=triton.next_power_of_2(len(cases)))
+    out = out.view(-1, 2).cpu().tolist()
+    for (n0, klen, qlen), (lo, nsteps) in zip(cases, out):
+        for j in range(n0, min(n0 + 128, klen)):
+            for i in range(qlen):
+                if (not causal or j <= i) and (window is None or abs(i - j) <= window):
+                    assert lo <= i < lo + nsteps * 64, (n0, klen, qlen, lo, nsteps, i, j)
+
+
+@pytest.mark.parametrize("kv_stationary", [False, True])
+@pytest.mark.parametrize("bcast", [False, True])
+def test_schedule_kernel_matches_torch(kv_stationary, bcast):
+    g = torch.Generator().manual_seed(7)
+    B = 37
+    k_lens = torch.randint(0, 400, (B,), generator=g).tolist()
+    q_lens = torch.randint(0, 300, (B,), generator=g).tolist()
+    k_lens[0] = q_lens[1] = 0
+    off = lambda ls: torch.tensor([0] + ls).cumsum(0).to(DEVICE, torch.int32)
+    q_off = None if bcast else off(q_lens)
+    args = (q_off, off(k_lens), B, 192 if bcast else 0, 4, 20, True, bcast, 128, 64)
+    a = build_schedule(*args, kv_stationary=kv_stationary)
+    b = build_schedule(*args, kv_stationary=kv_stationary, use_torch=True)
+    assert torch.equal(a[1].cpu(), b[1].cpu())
+    n = int(a[1])
+    assert torch.equal(a[0][:n].cpu(), b[0][:n].cpu())

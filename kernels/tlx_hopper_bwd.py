@@ -1,0 +1,346 @@
+"""TLX warp-specialised jagged flash-attention backward for Hopper (sm_90).
+
+Two warp-specialised persistent passes, no atomics on dK/dV, deterministic except where noted:
+
+1. `jfa_bwd_dkdv_kernel`, KV-stationary: a tile is (batch b, KV head hk, KV block of 128 rows);
+   consumer warpgroup c owns KV rows 64c..64c+63 of the block and keeps dK, dV for them in
+   registers while it walks every q head of the GQA group and every 64-row query step that sees the
+   block (`q_block_range`). Per step: S^T = K Q^T and dP^T = V dO^T (wgmma, K/V/Q/dO in shared
+   memory), P^T = exp2(S^T*scale*log2e - LSE*log2e), dS^T = P^T (dP^T - delta), dV += P^T dO and
+   dK += dS^T Q (P^T, dS^T as register operands). dK, dV are written once.
+   Producer warpgroup: TMA loads of the two K/V halves (one slot per tile, double-buffered) and of
+   the Q/dO step tiles (a ring).
+2. `jfa_bwd_dq_kernel`, Q-stationary like the forward (same schedule helpers): a tile is (b, head,
+   q-block); per KV block S = Q K^T, dP = dO V^T, dS = P (dP - delta), dQ += dS K, dQ kept in
+   registers. With broadcast_q in the forward's "resident" mode a CTA owns one (head, q-block) for
+   the whole launch and accumulates dQ over all its batches; it writes one fp32 partial, and
+   `_dq_reduce_kernel` sums the partials of a pair in a fixed order (deterministic). Without it
+   (more pairs than SMs) each tile reduce-adds into an fp32 buffer with atomics (not deterministic;
+   `tlx_hopper.supports` declines deterministic=True there).
+
+Masking: query rows past qlen and rows that see no key get LSE' = +inf, so P = 0 there without a
+mask; the causal/window (and, in the dq pass, klen) masks are applied with tl.where on P.
+delta = rowsum(dO * O) comes from `_bwd_preprocess_kernel`.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+import triton.language.extra.tlx as tlx
+
+from kernels.tlx_hopper_fwd import _bufidx_phase
+from kernels.tlx_schedule import (kv_block_range, n_iterations, q_block_range, seq_bounds,
+                                  tile_at)
+
+LOG2E = tl.constexpr(1.4426950408889634)
+
+
+@triton.jit
+def _bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, total_out, H, HEAD_DIM: tl.constexpr,
+                           BLOCK_R: tl.constexpr):
+    """delta[h, r] = sum_d O[r, h, d] * dO[r, h, d] in fp32."""
+    h = tl.program_id(1)
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    ok = rows < total_out
+    offs = rows.to(tl.int64)[:, None] * (H * HEAD_DIM) + h * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
+    o = tl.load(o_ptr + offs, mask=ok[:, None], other=0.0).to(tl.float32)
+    do = tl.load(do_ptr + offs, mask=ok[:, None], other=0.0).to(tl.float32)
+    tl.store(delta_ptr + h.to(tl.int64) * total_out + rows, tl.sum(o * do, 1), mask=ok)
+
+
+@triton.jit
+def _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0, pos, qlen):
+    """(LSE in base 2 with +inf where P must be 0, delta) for query positions `pos`."""
+    ok = pos < qlen
+    offs = h.to(tl.int64) * total_out + out_row0 + pos
+    lse = tl.load(lse_ptr + offs, mask=ok, other=float("-inf"))
+    lse2 = tl.where(ok & (lse != float("-inf")), lse * LOG2E, float("inf"))
+    delta = tl.load(delta_ptr + offs, mask=ok, other=0.0)
+    return lse2, delta
+
+
+@triton.jit
+def jfa_bwd_dkdv_kernel(
+    desc_q, desc_do, desc_k, desc_v,   # TMA: q [rows_q, Hq*D], do [total_out, Hq*D], k/v [total_kv, Hkv*D]
+    dk_ptr, dv_ptr, lse_ptr, delta_ptr, q_off, k_off, tile_entry, n_entries,
+    sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out,
+    HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
+    CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
+):
+    HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
+    BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
+    BLOCK_MQ: tl.constexpr = 64        # query rows per step
+    NUM_BUF_KV: tl.constexpr = 2       # KV tiles in flight
+    dtype: tl.constexpr = tlx.dtype_of(desc_k)
+    ELEM: tl.constexpr = tlx.size_of(dtype)
+    HALF_BYTES: tl.constexpr = ELEM * HALF * HEAD_DIM
+    STEP_BYTES: tl.constexpr = ELEM * BLOCK_MQ * HEAD_DIM
+
+    pid = tl.program_id(0)
+    n_prog = tl.num_programs(0)
+    n_tiles = tl.load(n_entries) * HKV
+    n_iter = n_iterations(n_tiles, n_prog, B, 1, False)
+
+    # ---- shared memory and barriers -------------------------------------------------------
+    k_tiles = tlx.local_alloc((HALF, HEAD_DIM), dtype, 2 * NUM_BUF_KV)
+    v_tiles = tlx.local_alloc((HALF, HEAD_DIM), dtype, 2 * NUM_BUF_KV)
+    q_tiles = tlx.local_alloc((BLOCK_MQ, HEAD_DIM), dtype, NUM_BUF_Q)
+    do_tiles = tlx.local_alloc((BLOCK_MQ, HEAD_DIM), dtype, NUM_BUF_Q)
+    kv_fulls = tlx.alloc_barriers(num_barriers=2 * NUM_BUF_KV, arrive_count=1)
+    kv_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=2)
+    q_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=1)
+    q_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=2)
+
+    with tlx.async_tasks():
+        # ---- producer: K/V halves per tile, Q/dO per step -----------------------------------
+        with tlx.async_task("default"):
+            cnt_kv = 0
+            cnt_q = 0
+            for it in range(0, n_iter):
+                valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB,
+                                           1, False)
+                if valid:
+                    q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
+                                                                       BROADCAST_Q)
+                    n0 = nb * BLOCK_N
+                    qlo, nsteps = q_block_range(n0, klen, qlen, window, CAUSAL, HAS_WINDOW,
+                                                BLOCK_N, BLOCK_MQ)
+                    if nsteps > 0:
+                        slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
+                        tlx.barrier_wait(kv_empties[slot], phase ^ 1)
+                        for c in tl.static_range(2):
+                            bar = kv_fulls[2 * slot + c]
+                            tlx.barrier_expect_bytes(bar, 2 * HALF_BYTES)
+                            tlx.async_descriptor_load(desc_k, k_tiles[2 * slot + c],
+                                                      [kv_row0 + n0 + c * HALF, hk * HEAD_DIM], bar)
+                            tlx.async_descriptor_load(desc_v, v_tiles[2 * slot + c],
+                                                      [kv_row0 + n0 + c * HALF, hk * HEAD_DIM], bar)
+                        cnt_kv += 1
+                        for s in range(0, G * nsteps):
+                            h = hk * G + s // nsteps
+                            i0 = qlo + (s % nsteps) * BLOCK_MQ
+                            q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
+                            tlx.barrier_wait(q_empties[q_slot], q_phase ^ 1)
+                            tlx.barrier_expect_bytes(q_fulls[q_slot], 2 * STEP_BYTES)
+                            tlx.async_descriptor_load(desc_q, q_tiles[q_slot],
+                                                      [q_row0 + i0, h * HEAD_DIM], q_fulls[q_slot])
+                            tlx.async_descriptor_load(desc_do, do_tiles[q_slot],
+                                                      [out_row0 + i0, h * HEAD_DIM], q_fulls[q_slot])
+                            cnt_q += 1
+
+        # ---- consumers: dK, dV of 64 KV rows each --------------------------------------------
+        with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=2):
+            cid: tl.constexpr = tlx.async_task_replica_id()
+            qk_scale = sm_scale * LOG2E
+            cnt_kv = 0
+            cnt_q = 0
+            for it in range(0, n_iter):
+                valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB,
+                                           1, False)
+                if valid:
+                    q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
+                                                                       BROADCAST_Q)
+                    n0 = nb * BLOCK_N
+                    qlo, nsteps = q_block_range(n0, klen, qlen, window, CAUSAL, HAS_WINDOW,
+                                                BLOCK_N, BLOCK_MQ)
+                    kv_pos = n0 + cid * HALF + tl.arange(0, HALF)   # this warpgroup's key rows
+                    dk = tl.zeros([HALF, HEAD_DIM], dtype=tl.float32)
+                    dv = tl.zeros([HALF, HEAD_DIM], dtype=tl.float32)
+                    if nsteps > 0:
+                        slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
+                        tlx.barrier_wait(kv_fulls[2 * slot + cid], phase)
+                        k_c = k_tiles[2 * slot + cid]
+                        v_c = v_tiles[2 * slot + cid]
+                        for s in range(0, G * nsteps):
+                            h = hk * G + s // nsteps
+                            q_pos = qlo + (s % nsteps) * BLOCK_MQ + tl.arange(0, BLOCK_MQ)
+                            lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
+                                                     q_pos, qlen)
+                            q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
+                            tlx.barrier_wait(q_fulls[q_slot], q_phase)
+                            st = tlx.async_dot(k_c, tlx.local_trans(q_tiles[q_slot]))
+                            dpt = tlx.async_dot(v_c, tlx.local_trans(do_tiles[q_slot]))
+                            st = tlx.async_dot_wait(1, st)
+                            pt = tl.math.exp2(st * qk_scale - lse2[None, :])
+                            if CAUSAL or HAS_WINDOW:
+                                # i - j in [lo, hi]  <=>  col - thr in [lo, hi], col = i - step start
+                                cols = tl.arange(0, BLOCK_MQ)[None, :]
+                                thr = (kv_pos - (qlo + (s % nsteps) * BLOCK_MQ))[:, None]
+                                if CAUSAL:
+                                    vis = cols >= thr
+                                    if HAS_WINDOW:
+                                        vis = vis & (cols <= thr + window)
+                                else:
+                                    vis = (cols >= thr - window) & (cols <= thr + window)
+                                pt = tl.where(vis, pt, 0.0)
+                            dpt = tlx.async_dot_wait(0, dpt)
+                            dst = pt * (dpt - delta[None, :])
+                            dv = tlx.async_dot(pt.to(dtype), do_tiles[q_slot], dv)
+                            dk = tlx.async_dot(dst.to(dtype), q_tiles[q_slot], dk)
+                            dk = tlx.async_dot_wait(0, dk)
+                            dv = tlx.async_dot_wait(0, dv)
+                            tlx.barrier_arrive(q_empties[q_slot], 1)
+                            cnt_q += 1
+                        tlx.barrier_arrive(kv_empties[slot], 1)
+                        cnt_kv += 1
+                    # dK, dV rows < klen (rows past it belong to the next sequence)
+                    ok = kv_pos < klen
+                    rows = (kv_row0 + kv_pos).to(tl.int64)
+                    offs = rows[:, None] * (HKV * HEAD_DIM) + hk * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
+                    tl.store(dk_ptr + offs, (dk * sm_scale).to(dtype), mask=ok[:, None])
+                    tl.store(dv_ptr + offs, dv.to(dtype), mask=ok[:, None])
+
+
+@triton.jit
+def jfa_bwd_dq_kernel(
+    desc_q, desc_do, desc_k, desc_v,
+    dq_ptr, dq_acc_ptr, lse_ptr, delta_ptr, q_off, k_off, tile_entry, n_entries,
+    sm_scale, window, B, H, G, q_len, NUM_MB, total_out, ctas_per_pair,
+    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, NUM_GROUPS: tl.constexpr,
+    NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr, CAUSAL: tl.constexpr,
+    HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr,
+):
+    """dq_ptr: dQ in q's dtype (non-broadcast) | fp32 per-CTA partials [n_prog, BLOCK_M, D]
+    (broadcast, resident) ; dq_acc_ptr: fp32 [q_len, H, D] atomics target (broadcast, not resident)."""
+    BM_SPLIT: tl.constexpr = 64
+    BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
+    dtype: tl.constexpr = tlx.dtype_of(desc_k)
+    ELEM: tl.constexpr = tlx.size_of(dtype)
+    Q_BYTES: tl.constexpr = ELEM * BM_SPLIT * HEAD_DIM
+    KV_BYTES: tl.constexpr = ELEM * BLOCK_N * HEAD_DIM
+
+    pid = tl.program_id(0)
+    n_prog = tl.num_programs(0)
+    n_tiles = tl.load(n_entries) * H
+    n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
+
+    q_tiles = tlx.local_alloc((BM_SPLIT, HEAD_DIM), dtype, NUM_GROUPS)
+    do_tiles = tlx.local_alloc((BM_SPLIT, HEAD_DIM), dtype, NUM_GROUPS)
+    k_tiles = tlx.local_alloc((BLOCK_N, HEAD_DIM), dtype, NUM_BUF_KV)
+    v_tiles = tlx.local_alloc((BLOCK_N, HEAD_DIM), dtype, NUM_BUF_KV)
+    q_fulls = tlx.alloc_barriers(num_barriers=NUM_GROUPS, arrive_count=1)
+    q_empties = tlx.alloc_barriers(num_barriers=NUM_GROUPS, arrive_count=1)
+    kv_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=1)
+    kv_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
+
+    with tlx.async_tasks():
+        # ---- producer: Q/dO slices per tile, K/V blocks -------------------------------------
+        with tlx.async_task("default"):
+            cnt_kv = 0
+            cnt_q = 0
+            for it in range(0, n_iter):
+                valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+                                          ctas_per_pair, RESIDENT)
+                if valid:
+                    q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
+                                                                       BROADCAST_Q)
+                    m0 = mb * BLOCK_M
+                    lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW,
+                                              BLOCK_M, BLOCK_N)
+                    if nblk > 0:
+                        q_phase = cnt_q & 1
+                        for g in tl.static_range(NUM_GROUPS):
+                            tlx.barrier_wait(q_empties[g], q_phase ^ 1)
+                            tlx.barrier_expect_bytes(q_fulls[g], 2 * Q_BYTES)
+                            tlx.async_descriptor_load(desc_q, q_tiles[g],
+                                                      [q_row0 + m0 + g * BM_SPLIT, h * HEAD_DIM],
+                                                      q_fulls[g])
+                            tlx.async_descriptor_load(desc_do, do_tiles[g],
+                                                      [out_row0 + m0 + g * BM_SPLIT, h * HEAD_DIM],
+                                                      q_fulls[g])
+                        cnt_q += 1
+                        kv_col = (h // G) * HEAD_DIM
+                        for j in range(0, nblk):
+                            slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
+                            row = kv_row0 + lo + j * BLOCK_N
+                            tlx.barrier_wait(kv_empties[slot], phase ^ 1)
+                            tlx.barrier_expect_bytes(kv_fulls[slot], 2 * KV_BYTES)
+                            tlx.async_descriptor_load(desc_k, k_tiles[slot], [row, kv_col],
+                                                      kv_fulls[slot])
+                            tlx.async_descriptor_load(desc_v, v_tiles[slot], [row, kv_col],
+                                                      kv_fulls[slot])
+                            cnt_kv += 1
+
+        # ---- consumers: dQ of 64 query rows each --------------------------------------------
+        with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=NUM_GROUPS):
+            cid: tl.constexpr = tlx.async_task_replica_id()
+            qk_scale = sm_scale * LOG2E
+            cnt_kv = 0
+            cnt_q = 0
+            offs_d = tl.arange(0, HEAD_DIM)
+            dq = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=tl.float32)
+            for it in range(0, n_iter):
+                valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+                                          ctas_per_pair, RESIDENT)
+                if valid:
+                    q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
+                                                                       BROADCAST_Q)
+                    m0 = mb * BLOCK_M
+                    lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW,
+                                              BLOCK_M, BLOCK_N)
+                    rows = m0 + cid * BM_SPLIT + tl.arange(0, BM_SPLIT)
+                    if not RESIDENT:
+                        dq = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=tl.float32)
+                    if nblk > 0:
+                        lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0, rows,
+                                                 qlen)
+                        tlx.barrier_wait(q_fulls[cid], cnt_q & 1)
+                        q_c = q_tiles[cid]
+                        do_c = do_tiles[cid]
+                        for j in range(0, nblk):
+                            slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
+                            tlx.barrier_wait(kv_fulls[slot], phase)
+                            s_ = tlx.async_dot(q_c, tlx.local_trans(k_tiles[slot]))
+                            dp = tlx.async_dot(do_c, tlx.local_trans(v_tiles[slot]))
+                            s_ = tlx.async_dot_wait(1, s_)
+                            p = tl.math.exp2(s_ * qk_scale - lse2[:, None])
+                            start_n = lo + j * BLOCK_N
+                            cols = tl.arange(0, BLOCK_N)[None, :]
+                            rel = (rows - start_n)[:, None]      # query position - block start
+                            vis = cols < klen - start_n
+                            if CAUSAL:
+                                vis = vis & (cols <= rel)
+                            if HAS_WINDOW:
+                                vis = vis & (cols >= rel - window) & (cols <= rel + window)
+                            p = tl.where(vis, p, 0.0)
+                            dp = tlx.async_dot_wait(0, dp)
+                            ds = p * (dp - delta[:, None])
+                            dq = tlx.async_dot(ds.to(dtype), k_tiles[slot], dq)
+                            dq = tlx.async_dot_wait(0, dq)
+                            tlx.barrier_arrive(kv_empties[slot], 1)
+                            cnt_kv += 1
+                        tlx.barrier_arrive(q_empties[cid], 1)
+                        cnt_q += 1
+                    if not BROADCAST_Q:
+                        ok = rows < qlen
+                        offs = ((q_row0 + rows).to(tl.int64)[:, None] * (H * HEAD_DIM)
+                                + h * HEAD_DIM + offs_d[None, :])
+                        tl.store(dq_ptr + offs, (dq * sm_scale).to(dtype), mask=ok[:, None])
+                    elif not RESIDENT:
+                        ok = rows < qlen
+                        offs = rows.to(tl.int64)[:, None] * (H * HEAD_DIM) + h * HEAD_DIM + offs_d[None, :]
+                        tl.atomic_add(dq_acc_ptr + offs, dq * sm_scale, mask=ok[:, None], sem="relaxed")
+            if RESIDENT:  # one fp32 partial per CTA: rows of its q-block, summed by _dq_reduce_kernel
+                prow = cid * BM_SPLIT + tl.arange(0, BM_SPLIT)
+                offs = (pid * BLOCK_M + prow).to(tl.int64)[:, None] * HEAD_DIM + offs_d[None, :]
+                tl.store(dq_ptr + offs, dq * sm_scale)
+
+
+@triton.jit
+def _dq_reduce_kernel(part_ptr, dq_ptr, q_len, H, ctas_per_pair, HEAD_DIM: tl.constexpr,
+                      BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
+    """dq[i, h] = sum over the CTAs of pair (h, q-block of i) of their partials, in CTA order."""
+    pair = tl.program_id(1)            # = mb * H + h, the resident pair index
+    h = pair % H
+    mb = pair // H
+    r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)   # row within the q-block
+    ok = (r < BLOCK_M) & (mb * BLOCK_M + r < q_len)
+    offs_d = tl.arange(0, HEAD_DIM)
+    acc = tl.zeros([BLOCK_R, HEAD_DIM], dtype=tl.float32)
+    for c in range(0, ctas_per_pair):
+        cta = pair * ctas_per_pair + c
+        p = part_ptr + (cta * BLOCK_M + r).to(tl.int64)[:, None] * HEAD_DIM + offs_d[None, :]
+        acc += tl.load(p, mask=ok[:, None], other=0.0)
+    out = dq_ptr + (mb * BLOCK_M + r).to(tl.int64)[:, None] * (H * HEAD_DIM) + h * HEAD_DIM + offs_d[None, :]
+    tl.store(out, acc.to(dq_ptr.dtype.element_ty), mask=ok[:, None])
