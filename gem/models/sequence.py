@@ -84,7 +84,7 @@ class JaggedSelfAttention(nn.Module):
             seq.offsets, seq.offsets, seq.max_len, seq.max_len,
             causal=self.causal, window_size=self.window_size,
         )
-        return self.out(out.reshape(total, -1))
+        return self.out(out.reshape(total, self.num_heads * self.head_dim))
 
 
 class TransformerLayer(nn.Module):
