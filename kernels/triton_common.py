@@ -53,8 +53,13 @@ def _patch_triton_36_interpreter() -> None:
     interpreter.InterpretedFunction.__call__ = call_helper
 
 
-if INTERPRETER and triton.__version__.startswith("3.6."):
-    _patch_triton_36_interpreter()
+if INTERPRETER:
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if not isinstance(tl.cdiv, InterpretedFunction):  # triton.language was decorated in compiled mode
+        raise ImportError("TRITON_INTERPRET=1 was set after triton was first imported; set it before")
+    if triton.__version__.startswith("3.6."):
+        _patch_triton_36_interpreter()
 
 LOG2E: tl.constexpr = tl.constexpr(1.4426950408889634)
 # Finite stand-in for -inf in masked scores: exp2(MASKED_SCORE - m) is exactly 0 against any real

@@ -1,0 +1,150 @@
+"""The JFA front door as a PyTorch citizen: backend selection, custom ops, torch.compile."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+from torch import nn
+
+from kernels import jagged_flash_attention
+from kernels import jfa as front_door
+from kernels.common import JFAParams
+from kernels.triton_common import INTERPRETER
+from tests.kernels.jfa_oracle import DEVICE, ON_GPU, offsets_of
+
+
+def _small_call_args(dtype: torch.dtype = torch.float32) -> tuple:
+    query = torch.randn(8, 4, 16, device=DEVICE, dtype=dtype)
+    key = torch.randn(8, 2, 16, device=DEVICE, dtype=dtype)
+    return query, key, torch.randn_like(key), offsets_of((3, 0, 5)), offsets_of((3, 0, 5)), 5, 5
+
+
+def _served_by(backend: str, query: torch.Tensor, key: torch.Tensor, params: JFAParams) -> bool:
+    return front_door._unsupported_reason(backend, query, key, key, params) is None
+
+
+# -----------------------------------------------------------------------------------------------
+# Backend selection
+# -----------------------------------------------------------------------------------------------
+
+
+def test_auto_picks_the_fastest_backend_that_serves_the_call() -> None:
+    query, key, value, *_ = _small_call_args()
+    params = JFAParams(5, 5, 0.25)
+    chosen = front_door._select_backend("auto", query, key, value, params)
+    if front_door._is_sm90(query.device) and _served_by("tlx", query, key, params):
+        assert chosen == "tlx"
+    elif ON_GPU or INTERPRETER:
+        assert chosen == "triton"
+    else:
+        assert chosen == "reference"
+
+
+@pytest.mark.skipif(ON_GPU or not INTERPRETER, reason="the interpreter's float32-only rule is a CPU case")
+def test_auto_falls_back_to_reference_when_triton_cannot_serve() -> None:
+    query, key, value, *_ = _small_call_args(torch.bfloat16)
+    assert front_door._select_backend("auto", query, key, value, JFAParams(5, 5, 0.25)) == "reference"
+
+
+def test_auto_logs_each_fallback_reason_once(caplog: pytest.LogCaptureFixture) -> None:
+    front_door._log_fallback_once.cache_clear()
+    query, key, value, *_ = _small_call_args()
+    params = JFAParams(5, 5, 0.25)
+    with caplog.at_level(logging.INFO, logger=front_door.logger.name):
+        for _ in range(3):
+            front_door._select_backend("auto", query, key, value, params)
+    skipped_tlx = [r for r in caplog.records if "skipping backend 'tlx'" in r.getMessage()]
+    if front_door._select_backend("auto", query, key, value, params) == "tlx":
+        assert not skipped_tlx
+    else:
+        assert len(skipped_tlx) == 1
+
+
+def test_missing_backend_module_is_reported_not_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(front_door.BACKEND_MODULES, "tlx", "kernels.no_such_backend")
+    front_door._import_backend.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="^backend: 'tlx' cannot serve this call: not importable: No module"):
+            jagged_flash_attention(*_small_call_args(), backend="tlx")
+    finally:
+        front_door._import_backend.cache_clear()
+
+
+# -----------------------------------------------------------------------------------------------
+# Custom ops
+# -----------------------------------------------------------------------------------------------
+
+OPCHECK_BACKENDS = ["reference", "triton"]
+
+
+@pytest.mark.parametrize("backend", OPCHECK_BACKENDS)
+@pytest.mark.parametrize("broadcast_q", [False, True], ids=["jagged", "broadcast"])
+def test_custom_ops_pass_opcheck(backend: str, broadcast_q: bool) -> None:
+    query, key, value, query_offset, key_offset, max_q, max_kv = _small_call_args()
+    if broadcast_q:
+        query, query_offset, max_q = query[:3], None, 3
+    if not _served_by(backend, query, key, JFAParams(max_q, max_kv, 0.25, broadcast_q=broadcast_q)):
+        pytest.skip(f"{backend} does not serve {query.device} {query.dtype}")
+    options = (max_q, max_kv, 0.25, True, 2, broadcast_q, True, backend)
+    query.requires_grad_()
+    key.requires_grad_()
+    value.requires_grad_()
+    forward_args = (query, key, value, query_offset, key_offset, *options)
+    torch.library.opcheck(torch.ops.jfa.jagged_flash_attention_fwd.default, forward_args)
+    out, lse = torch.ops.jfa.jagged_flash_attention_fwd(*forward_args)
+    grad_out = torch.randn_like(out)
+    backward_args = (grad_out, query.detach(), key.detach(), value.detach(), out.detach(), lse, query_offset,
+                     key_offset, *options)  # fmt: skip
+    torch.library.opcheck(torch.ops.jfa.jagged_flash_attention_bwd.default, backward_args)
+
+
+# -----------------------------------------------------------------------------------------------
+# torch.compile(fullgraph=True) around a module that calls the front door three ways
+# -----------------------------------------------------------------------------------------------
+
+
+class _TinySequenceModel(nn.Module):
+    """Jagged causal GQA self-attention, PMA (broadcast query) and target-aware cross-attention."""
+
+    def __init__(self, dim: int = 32, heads: int = 2, head_dim: int = 16, summary_tokens: int = 3) -> None:
+        super().__init__()
+        self.heads, self.head_dim = heads, head_dim
+        self.qkv = nn.Linear(dim, (heads + 2) * head_dim)  # GQA: 2 query heads share 1 key/value head
+        self.pma_query = nn.Parameter(torch.randn(summary_tokens, heads, head_dim))
+        self.target = nn.Linear(dim, heads * head_dim)
+
+    def forward(self, events: torch.Tensor, offsets: torch.Tensor, max_len: int, candidates: torch.Tensor,
+                backend: str) -> torch.Tensor:  # fmt: skip
+        q, k, v = self.qkv(events).split([self.heads * self.head_dim, self.head_dim, self.head_dim], dim=-1)
+        q = q.unflatten(-1, (self.heads, self.head_dim))
+        k, v = k.unsqueeze(1), v.unsqueeze(1)
+        seq = jagged_flash_attention(q, k, v, offsets, offsets, max_len, max_len, causal=True, backend=backend)
+        seq_k = seq.mean(dim=1, keepdim=True)
+        pooled = jagged_flash_attention(self.pma_query, seq_k, seq_k, None, offsets, self.pma_query.shape[0],
+                                        max_len, broadcast_q=True, backend=backend)  # fmt: skip
+        one_query_each = torch.arange(candidates.shape[0] + 1, device=candidates.device)
+        target_q = self.target(candidates).unflatten(-1, (self.heads, self.head_dim))
+        target = jagged_flash_attention(target_q, seq_k, seq_k, one_query_each, offsets, 1, max_len, backend=backend)
+        return pooled.square().mean() + target.square().mean()
+
+
+def test_torch_compile_fullgraph_matches_eager() -> None:
+    torch.manual_seed(0)
+    backend = "auto" if ON_GPU else "reference"
+    model = _TinySequenceModel().to(DEVICE)
+    lengths = (4, 0, 7, 1)
+    events = torch.randn(sum(lengths), 32, device=DEVICE)
+    candidates = torch.randn(len(lengths), 32, device=DEVICE)
+    offsets = offsets_of(lengths)
+
+    def loss_and_grads(module: nn.Module) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        loss = module(events, offsets, max(lengths), candidates, backend)
+        return loss, torch.autograd.grad(loss, list(model.parameters()))
+
+    eager_loss, eager_grads = loss_and_grads(model)
+    compiled_loss, compiled_grads = loss_and_grads(torch.compile(model, fullgraph=True))
+    torch.testing.assert_close(compiled_loss, eager_loss, rtol=1e-4, atol=1e-6)
+    for compiled, eager in zip(compiled_grads, eager_grads):
+        torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-5)

@@ -1,0 +1,89 @@
+"""Compiles the Triton JFA kernels for sm_90 and sm_80 ahead of time, without a GPU.
+
+The interpreter runs kernels as Python and misses what only the compiler sees (type errors,
+unsupported constructs, loops the software pipeliner rejects). Compiling for a GPUTarget needs no
+device, so CPU runs catch those too. Each compile runs in a subprocess without TRITON_INTERPRET
+(the test session has the interpreter on). Also checked on sm_90: the forward uses wgmma and its
+K/V loads are pipelined (async copies), the properties the H200 performance rests on.
+
+Run directly to print the summary: ``python tests/kernels/test_triton_aot_compile.py 90``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# (name, dtype, head_dim): bf16 at the benchmark's head dim; fp32 (IEEE dots) at a non-power-of-2 one
+VARIANTS = [("bf16_d128", "bf16", 128), ("fp32_d48", "fp32", 48)]
+
+
+def _signature(kernel, constants: dict, dtype: str) -> tuple[dict, dict]:  # type: ignore[no-untyped-def]
+    """Argument types as the launcher passes them, and the 16-byte alignment the JIT would assume
+    for tensors and strides of contiguous [rows, heads, head_dim] inputs."""
+    float32_pointers = {"lse_ptr", "delta_ptr"} | ({"dq_ptr"} if constants.get("BROADCAST_Q") else set())
+    signature, attrs = {}, {}
+    for index, name in enumerate(kernel.arg_names):
+        if name in constants:
+            signature[name] = "constexpr"
+        elif name.endswith("offset_ptr"):
+            signature[name] = "*i64"
+        elif name.endswith("_ptr"):
+            signature[name] = "*fp32" if name in float32_pointers else f"*{dtype}"
+        elif name in ("qk_scale", "sm_scale"):
+            signature[name] = "fp32"
+        else:
+            signature[name] = "i32"
+        if name not in constants and (name.endswith("_ptr") or name.startswith("stride")):
+            attrs[(index,)] = [["tt.divisibility", 16]]
+    return signature, attrs
+
+
+def compile_kernels(arch: int) -> dict[str, dict[str, bool]]:
+    """Compiles every kernel for ``sm_<arch>``; per kernel: whether its PTX has wgmma and async copies."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from kernels import triton_bwd, triton_fwd
+
+    summary = {}
+    for variant, dtype, head_dim in VARIANTS:
+        shared = dict(HEAD_DIM=head_dim, BLOCK_D=triton.next_power_of_2(head_dim), GROUP_SIZE=2, IS_CAUSAL=True,
+                      HAS_WINDOW=True, DOT_PRECISION="ieee" if dtype == "fp32" else "tf32")  # fmt: skip
+        blocks = 32 if dtype == "fp32" else 64
+        kernels = {
+            "fwd": (triton_fwd._jfa_fwd_kernel.fn, dict(shared, BROADCAST_Q=False, BLOCK_M=blocks, BLOCK_N=blocks)),
+            "dkdv": (triton_bwd._jfa_bwd_dkdv_kernel.fn, dict(shared, BROADCAST_Q=False, BLOCK_M=blocks, BLOCK_N=blocks)),
+            "dq_broadcast": (triton_bwd._jfa_bwd_dq_kernel.fn, dict(shared, BROADCAST_Q=True, BLOCK_M=blocks, BLOCK_N=blocks)),
+            "delta": (triton_bwd._jfa_bwd_delta_kernel, dict(HEAD_DIM=head_dim, BLOCK_D=shared["BLOCK_D"], BLOCK_ROWS=64)),
+        }  # fmt: skip
+        for name, (kernel, constants) in kernels.items():
+            signature, attrs = _signature(kernel, constants, dtype)
+            source = ASTSource(kernel, signature, constants, attrs)
+            ptx = triton.compile(source, target=GPUTarget("cuda", arch, 32), options=dict(num_warps=4, num_stages=3)).asm["ptx"]
+            summary[f"{variant}/{name}"] = {"wgmma": "wgmma.mma_async" in ptx, "async_copies": "cp.async" in ptx}
+    return summary
+
+
+@pytest.mark.parametrize("arch", [90, 80])
+def test_kernels_compile_for_gpu_targets(arch: int) -> None:
+    pytest.importorskip("triton.backends.nvidia")
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
+    result = subprocess.run([sys.executable, __file__, str(arch)], env=env, capture_output=True, text=True, timeout=540)
+    assert result.returncode == 0, result.stderr[-4000:]
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(summary) == 4 * len(VARIANTS)
+    if arch == 90:
+        assert summary["bf16_d128/fwd"] == {"wgmma": True, "async_copies": True}, summary
+
+
+if __name__ == "__main__":
+    print(json.dumps(compile_kernels(int(sys.argv[1]))))
