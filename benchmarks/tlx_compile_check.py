@@ -79,18 +79,22 @@ def _resources(k):
 
 
 def bwd_variants():
-    for d, causal, window, bcast in itertools.product((64, 128), (False, True), (False, True),
-                                                      (False, True)):
+    for d, causal, window, bcast, q_len in itertools.product(
+            (64, 128), (False, True), (False, True), (False, True), (128, 192)):
+        if q_len == 192 and not bcast:
+            continue
         for kern in ("dkdv", "dq"):
+            if kern == "dkdv" and q_len == 192:
+                continue  # the dk/dv pass does not depend on q_len
             yield (f"bwd-{kern} d{d} bf16 causal={int(causal)} window={int(window)} "
-                   f"bcast={int(bcast)}"), kern, d, causal, window, bcast
+                   f"bcast={int(bcast)} q{q_len}"), kern, d, causal, window, bcast, q_len
 
 
-def compile_bwd(kern, d, causal, window, bcast, dt="bf16"):
-    from kernels.tlx_hopper import BwdConfig
+def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128):
+    from kernels.tlx_hopper import bwd_config
     from kernels.tlx_hopper_bwd import jfa_bwd_dkdv_kernel, jfa_bwd_dq_kernel
 
-    cfg = BwdConfig()
+    cfg = bwd_config(d, bcast, q_len)
     sig = {"desc_q": _tdesc(dt, 64, d), "desc_do": _tdesc(dt, 64, d), "desc_k": _tdesc(dt, 64, d),
            "desc_v": _tdesc(dt, 64, d)}
     if kern == "dkdv":
@@ -151,12 +155,12 @@ def main():
                 continue
             report(f"{name} ({time.time() - t:.1f}s)", k, args.dump)
     else:
-        for name, kern, d, causal, window, bcast in bwd_variants():
+        for name, kern, d, causal, window, bcast, q_len in bwd_variants():
             if args.only not in name:
                 continue
             t = time.time()
             try:
-                k = compile_bwd(kern, d, causal, window, bcast)
+                k = compile_bwd(kern, d, causal, window, bcast, q_len=q_len)
             except Exception as exc:
                 failed += 1
                 print(f"{name}: FAILED {type(exc).__name__}: {str(exc)[:3000]}", flush=True)

@@ -11,7 +11,7 @@ N=${SHARDS:-8}
 t0=$(date +%s)
 for i in $(seq 0 $((N-1))); do
   timeout ${SHARD_TIMEOUT:-150} python tests/kernels/test_tlx_hopper.py --shard $i/$N \
-    --out "$OUT/results.jsonl" > /tmp/shard$i.log 2>&1 &
+    --out "$OUT/results.jsonl" ${TEST_ARGS:-} > /tmp/shard$i.log 2>&1 &
 done
 hung=0
 for job in $(jobs -p); do wait $job; rc=$?; [ $rc -eq 124 ] && hung=1; done
@@ -29,5 +29,12 @@ PY
 if [ "${SCHED_TESTS:-1}" = 1 ]; then timeout 90 python -m pytest -q -x tests/kernels/test_tlx_schedule.py 2>&1 | tail -2; fi
 if [ $hung -eq 0 ] && [ "${BENCH:-1}" = 1 ]; then
   timeout ${BENCH_TIMEOUT:-200} python -m benchmarks.tlx_hopper_bench --out "$OUT/bench.jsonl" ${BENCH_ARGS:-} "$@" 2>&1 | tee "$OUT/bench.log" | tail -16
+fi
+if [ $hung -eq 0 ] && [ "${NCU:-0}" = 1 ]; then
+  m=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum
+  m=$m,sm__ops_path_tensor_src_bf16_dst_fp32.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed
+  timeout ${NCU_TIMEOUT:-60} ncu --clock-control none --kernel-name regex:"jfa_(fwd|bwd_dkdv|bwd_dq)_kernel" \
+    --launch-count 3 --metrics $m python -m benchmarks.tlx_ncu_probe > "$OUT/ncu.log" 2>&1
+  echo "ncu rc=$?"; grep -E "jfa_|gpu__time|dram__|sm__|ERR|rror" "$OUT/ncu.log" | head -40
 fi
 echo "total $(( $(date +%s) - t0 ))s"

@@ -27,6 +27,7 @@ import triton
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+AB_FWD_CONFIG = False  # --ab: also time the previous PMA forward configuration
 PEAK_FLOPS = 788e12
 PEAK_BYTES = 4.3e12
 
@@ -126,6 +127,12 @@ def run_shape(sh, do_bwd, tut):
     out, lse = fwd()
     row["tlx_vs_varlen_rel"] = ((out.float() - o_ref.float()).norm() / o_ref.float().norm()).item()
     row["tlx_fwd_ms"] = bench(fwd)
+    if AB_FWD_CONFIG and bcast:  # A/B against the previous (run 3) PMA forward configuration
+        prev = (tlx_hopper.FwdConfig(3, 64, 1, 3, 160) if 128 < sh["q"] <= 192
+                else tlx_hopper.FwdConfig(2, 128, 1, 2, 232))
+        fwd_prev = lambda: tlx_hopper.forward(q, k, v, q_off, k_off, params, config=prev)
+        fwd_prev()
+        row["tlx_fwd_prev_cfg_ms"] = bench(fwd_prev)
     if do_bwd:
         qg, kg, vg = (t.clone().requires_grad_() for t in (qv, k, v))
         o = varlen_attn(qg, kg, vg, cu_q, k_off, max_q, max_k, scale=scale)
@@ -160,7 +167,10 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--bwd", action="store_true")
     ap.add_argument("--only", default="")
+    ap.add_argument("--ab", action="store_true")
     args = ap.parse_args()
+    global AB_FWD_CONFIG
+    AB_FWD_CONFIG = args.ab
     torch.manual_seed(0)
     try:
         tut = tutorial_module()
@@ -182,7 +192,7 @@ def main():
                 f.write(json.dumps(row) + "\n")
         torch.cuda.empty_cache()
     print(f"\n{'shape':24s} {'floor':>7s} {'tlx':>7s} {'varlen':>7s} {'tut':>7s} {'x vs varlen':>11s} "
-          f"{'TF/s':>6s} {'GB/s':>6s} {'fb tlx':>7s} {'fb varlen':>9s}")
+          f"{'TF/s':>6s} {'GB/s':>6s} {'fb tlx':>7s} {'fb varlen':>9s} {'prevcfg':>7s}")
     for r in rows:
         if "error" in r:
             print(f"{r['name']:24s} ERROR {r['error']}")
@@ -191,7 +201,7 @@ def main():
         print(f"{r['name']:24s} {r['floor_fwd_ms']:7.3f} {g('tlx_fwd_ms')} {g('varlen_fwd_ms')} "
               f"{g('tutorial_fwd_ms')} {r['varlen_fwd_ms'] / r['tlx_fwd_ms']:11.2f} "
               f"{r['tlx_fwd_tflops']:6.0f} {r['tlx_fwd_GBps']:6.0f} {g('tlx_fwdbwd_ms')} "
-              f"{g('varlen_fwdbwd_ms')}")
+              f"{g('varlen_fwdbwd_ms')} {g('tlx_fwd_prev_cfg_ms')}")
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ def supports(query, key, value, params) -> str | None:
     if query.shape[1] % key.shape[1]:
         return "tlx needs Hq % Hkv == 0"
     if params.deterministic and params.broadcast_q:
-        pairs = query.shape[1] * triton_cdiv(int(params.max_seq_len_q), BwdConfig().dq_block_m)
+        pairs = query.shape[1] * triton_cdiv(int(params.max_seq_len_q), 128)  # worst dq config
         if pairs > _num_sms(query.device.index or 0):
             return ("tlx: deterministic broadcast_q dQ needs heads * q-blocks <= #SMs "
                     f"({pairs} > {_num_sms(query.device.index or 0)}); it would use atomics")
@@ -97,6 +97,9 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int) -> FwdConfig:
     """
     if broadcast_q and 128 < q_len <= 192:
         return FwdConfig(num_groups=3, block_n=64, num_buf_q=1, num_buf_kv=3, consumer_regs=160)
+    if broadcast_q and head_dim > 64:
+        # PMA is memory-bound: four 64-key stages keep more K/V bytes in flight than two of 128
+        return FwdConfig(num_groups=2, block_n=64, num_buf_q=1, num_buf_kv=4, consumer_regs=232)
     num_buf_q = 1 if broadcast_q else 2
     if head_dim <= 64:
         return FwdConfig(num_groups=2, block_n=128, num_buf_q=num_buf_q, num_buf_kv=3,
@@ -198,6 +201,13 @@ class BwdConfig:
         return 64 * self.dq_groups
 
 
+def bwd_config(head_dim: int, broadcast_q: bool, q_len: int) -> BwdConfig:
+    """One configuration for now. A 3-warpgroup dq tile (BLOCK_M=192, exact for PMA q_len=192)
+    compiles to 262 KB of shared memory: the fp32 partial's store relayout needs 32 KB of scratch
+    per consumer; it needs a TMA-store epilogue reusing the Q/dO buffers first."""
+    return BwdConfig()
+
+
 DKDV_BLOCK_N = 128  # KV rows per dk/dv tile
 DKDV_STEP = 64      # query rows per dk/dv step
 
@@ -212,7 +222,6 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     reason = supports(query, key, value, params)
     if reason is not None:
         raise ValueError(f"tlx backend: {reason}")
-    cfg = config or BwdConfig()
     query, key, value = _tma_ready(query), _tma_ready(key), _tma_ready(value)
     grad_out, out = _tma_ready(grad_out), out.contiguous()
     B = key_offset.numel() - 1
@@ -220,6 +229,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     hkv = key.shape[1]
     broadcast = bool(params.broadcast_q)
     q_len = query.shape[0] if broadcast else 0
+    cfg = config or bwd_config(d, broadcast, q_len)
     total_out = B * q_len if broadcast else query.shape[0]
     dk = torch.empty_like(key)
     dv = torch.empty_like(value)

@@ -384,12 +384,15 @@ def _main():
     ap.add_argument("--shard", default="0/1")
     ap.add_argument("--out", default=None)
     ap.add_argument("--passes", default="fwd,grid,bwd,bwd-det")
+    ap.add_argument("--filter", default="", help="comma-separated substrings of case names")
     args = ap.parse_args()
     idx, n = (int(x) for x in args.shard.split("/"))
     passes = args.passes.split(",")
     jobs = ([("fwd", c) for c in fwd_cases()] + [("grid", c) for c in grid_cases()]
             + [("bwd", c) for c in bwd_cases()] + [("bwd-det", c) for c in bwd_det_cases()])
     jobs = [j for j in jobs if j[0] in passes]
+    if args.filter:
+        jobs = [j for j in jobs if any(f in j[1].name for f in args.filter.split(","))]
     jobs = [j for j in jobs if zlib.crc32(j[1].variant().encode()) % n == idx]
     reason = _tlx_reason()
     results = []
