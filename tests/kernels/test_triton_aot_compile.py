@@ -3,8 +3,8 @@
 The interpreter runs kernels as Python and misses what only the compiler sees (type errors,
 unsupported constructs, loops the software pipeliner rejects). Compiling for a GPUTarget needs no
 device, so CPU runs catch those too. Each compile runs in a subprocess without TRITON_INTERPRET
-(the test session has the interpreter on). Also checked on sm_90: the forward uses wgmma and its
-K/V loads are pipelined (async copies), the properties the H200 performance rests on.
+(the test session has the interpreter on). Also checked on sm_90: the bf16 forward, dK/dV and dQ
+kernels use wgmma and pipelined (async-copy) loads, the properties the H200 performance rests on.
 
 Run directly to print the summary: ``python tests/kernels/test_triton_aot_compile.py 90``.
 """
@@ -20,14 +20,15 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# (name, dtype, head_dim): bf16 at the benchmark's head dim; fp32 (IEEE dots) at a non-power-of-2 one
-VARIANTS = [("bf16_d128", "bf16", 128), ("fp32_d48", "fp32", 48)]
+# (name, dtype, head_dim, masking and broadcast_q on): bf16 at the benchmark's head dim, plain and
+# with every option; fp32 (IEEE dots) at a head dim that is not a power of 2
+VARIANTS = [("bf16_d128", "bf16", 128, False), ("bf16_d128_all_options", "bf16", 128, True), ("fp32_d48", "fp32", 48, True)]
 
 
 def _signature(kernel, constants: dict, dtype: str) -> tuple[dict, dict]:  # type: ignore[no-untyped-def]
     """Argument types as the launcher passes them, and the 16-byte alignment the JIT would assume
     for tensors and strides of contiguous [rows, heads, head_dim] inputs."""
-    float32_pointers = {"lse_ptr", "delta_ptr"} | ({"dq_ptr"} if constants.get("BROADCAST_Q") else set())
+    float32_pointers = {"lse_ptr", "delta_ptr"} | ({"dq_ptr"} if constants.get("BROADCAST_Q") else set())  # partials
     signature, attrs = {}, {}
     for index, name in enumerate(kernel.arg_names):
         if name in constants:
@@ -54,16 +55,17 @@ def compile_kernels(arch: int) -> dict[str, dict[str, bool]]:
     from kernels import triton_bwd, triton_fwd
 
     summary = {}
-    for variant, dtype, head_dim in VARIANTS:
-        shared = dict(HEAD_DIM=head_dim, BLOCK_D=triton.next_power_of_2(head_dim), GROUP_SIZE=2, IS_CAUSAL=True,
-                      HAS_WINDOW=True, DOT_PRECISION="ieee" if dtype == "fp32" else "tf32")  # fmt: skip
+    for variant, dtype, head_dim, options in VARIANTS:
         blocks = 32 if dtype == "fp32" else 64
+        shared = dict(HEAD_DIM=head_dim, BLOCK_D=triton.next_power_of_2(head_dim), GROUP_SIZE=2, IS_CAUSAL=options,
+                      HAS_WINDOW=options, BROADCAST_Q=options, DOT_PRECISION="ieee" if dtype == "fp32" else "tf32",
+                      BLOCK_M=blocks, BLOCK_N=blocks)  # fmt: skip
         kernels = {
-            "fwd": (triton_fwd._jfa_fwd_kernel.fn, dict(shared, BROADCAST_Q=False, BLOCK_M=blocks, BLOCK_N=blocks)),
-            "dkdv": (triton_bwd._jfa_bwd_dkdv_kernel.fn, dict(shared, BROADCAST_Q=False, BLOCK_M=blocks, BLOCK_N=blocks)),
-            "dq_broadcast": (triton_bwd._jfa_bwd_dq_kernel.fn, dict(shared, BROADCAST_Q=True, BLOCK_M=blocks, BLOCK_N=blocks)),
+            "fwd": (triton_fwd._jfa_fwd_kernel.fn, shared),
+            "dkdv": (triton_bwd._jfa_bwd_dkdv_kernel.fn, shared),
+            "dq": (triton_bwd._jfa_bwd_dq_kernel.fn, shared),
             "delta": (triton_bwd._jfa_bwd_delta_kernel, dict(HEAD_DIM=head_dim, BLOCK_D=shared["BLOCK_D"], BLOCK_ROWS=64)),
-        }  # fmt: skip
+        }
         for name, (kernel, constants) in kernels.items():
             signature, attrs = _signature(kernel, constants, dtype)
             source = ASTSource(kernel, signature, constants, attrs)
@@ -82,7 +84,8 @@ def test_kernels_compile_for_gpu_targets(arch: int) -> None:
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert len(summary) == 4 * len(VARIANTS)
     if arch == 90:
-        assert summary["bf16_d128/fwd"] == {"wgmma": True, "async_copies": True}, summary
+        for kernel in ("fwd", "dkdv", "dq"):
+            assert summary[f"bf16_d128/{kernel}"] == {"wgmma": True, "async_copies": True}, summary
 
 
 if __name__ == "__main__":
