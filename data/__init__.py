@@ -17,13 +17,16 @@ from omegaconf.errors import OmegaConfBaseException  # noqa: E402
 
 from data.batch import Batch  # noqa: E402
 from data.schema import Schema  # noqa: E402
+from data.parquet import ParquetConfig, ParquetDataset  # noqa: E402
 from data.synthetic import SyntheticConfig, SyntheticDataset  # noqa: E402
 
 # data.name -> (config dataclass, dataset class)
-_DATASETS = {"synthetic": (SyntheticConfig, SyntheticDataset)}
+_DATASETS = {"synthetic": (SyntheticConfig, SyntheticDataset), "parquet": (ParquetConfig, ParquetDataset)}
 
 
-def build_dataset(cfg: DictConfig | SyntheticConfig, rank: int = 0, world_size: int = 1) -> SyntheticDataset:
+def build_dataset(
+    cfg: DictConfig | SyntheticConfig | ParquetConfig, rank: int = 0, world_size: int = 1
+) -> SyntheticDataset | ParquetDataset:
     """The dataset named by `cfg.name` as seen from `rank` of `world_size` data-parallel ranks.
 
     `cfg` is the `data` config section. It is checked against the dataset's config dataclass before
@@ -43,4 +46,4 @@ def build_dataset(cfg: DictConfig | SyntheticConfig, rank: int = 0, world_size: 
     return dataset_cls(typed, rank, world_size)
 
 
-__all__ = ["Batch", "Schema", "SyntheticConfig", "SyntheticDataset", "build_dataset"]
+__all__ = ["Batch", "ParquetConfig", "ParquetDataset", "Schema", "SyntheticConfig", "SyntheticDataset", "build_dataset"]
