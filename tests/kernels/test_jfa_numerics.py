@@ -8,6 +8,7 @@ support are skipped, with its reason). fp16/bf16 cases run on GPU only.
 from __future__ import annotations
 
 import itertools
+import os
 
 import pytest
 import torch
@@ -45,7 +46,8 @@ def _run(case: Case, inputs: Inputs, backend: str, deterministic: bool = False) 
 
 
 def _skip_unless_served(backend: str, case: Case, inputs: Inputs) -> None:
-    """tlx serves what it claims; reference and triton must serve every case of their device."""
+    """tlx serves what it claims; reference everything; triton every case on GPU and every float32
+    case under the interpreter (a broken interpreter set-up fails here rather than skipping)."""
     module = _import_backend(backend)
     reason = module if isinstance(module, str) else None
     if reason is None:
@@ -53,7 +55,8 @@ def _skip_unless_served(backend: str, case: Case, inputs: Inputs) -> None:
                            case.broadcast_q)  # fmt: skip
         reason = module.supports(inputs.query, inputs.key, inputs.value, params)
     if reason is not None:
-        if backend == "reference" or (backend == "triton" and ON_GPU):
+        interpreted = os.environ.get("TRITON_INTERPRET") == "1" and case.dtype == torch.float32
+        if backend == "reference" or (backend == "triton" and (ON_GPU or interpreted)):
             pytest.fail(f"{backend} must serve this case: {reason}")
         pytest.skip(f"{backend}: {reason}")
 
