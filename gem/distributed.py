@@ -19,6 +19,8 @@ class Dist:
     world_size: int
     local_rank: int
     device: torch.device
+    # A gloo group for host-side agreement (stop flags) that never waits on the GPU.
+    control_group: dist.ProcessGroup | None = None
 
     @property
     def is_main(self) -> bool:
@@ -55,7 +57,17 @@ def init_distributed(device: str = "auto", timeout_s: float = 600.0) -> Dist:
             dist.init_process_group(backend, timeout=timeout, **kwargs)
         else:
             dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout)
-    return Dist(dist.get_rank(), dist.get_world_size(), local_rank, dev)
+    control = dist.new_group(backend="gloo") if dist.get_world_size() > 1 else None
+    return Dist(dist.get_rank(), dist.get_world_size(), local_rank, dev, control)
+
+
+def agree_max(env: Dist, values: list[int]) -> list[int]:
+    """Element-wise max of small host-side integers over all ranks (no GPU involvement)."""
+    if env.control_group is None:
+        return values
+    t = torch.tensor(values, dtype=torch.int64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=env.control_group)
+    return t.tolist()
 
 
 def shutdown(exit_code: int = 0) -> None:

@@ -13,8 +13,10 @@ import torch
 from omegaconf import DictConfig
 
 from data import Batch, build_dataset
+from gem.checkpoint import Checkpointer, CheckpointError
 from gem.config import typed
-from gem.distributed import gather_rows, init_distributed, mean_over_ranks
+from gem.distributed import agree_max, gather_rows, init_distributed, mean_over_ranks
+from gem.guards import NonFiniteError, NonFiniteWatch, PreemptionFlag
 from gem.metrics import log_loss, task_metrics
 from gem.models import build_model
 from gem.models.heads import task_weight_vector, weighted_bce
@@ -33,15 +35,23 @@ class TrainerConfig:
     precision: str = "auto"  # auto (bf16 autocast on cuda, fp32 on cpu) | fp32 | bf16
     progress: bool = True
     tensorboard: bool = True
+    ckpt_every: int = 0  # checkpoint every this many steps (0: only on preemption)
+    keep_ckpts: int = 2  # complete checkpoints kept in <run_dir>/checkpoints
+    resume: str = "auto"  # auto (newest intact checkpoint in the run dir, if any) | none | <checkpoint dir>
+    nonfinite: str = "stop"  # non-finite loss or dense gradient: stop (with the step) | skip (the step)
+    max_skipped_steps: int = 10  # under nonfinite=skip, stop once this many steps were skipped
 
     def __post_init__(self) -> None:
-        for name in ("max_steps", "log_every"):
+        for name in ("max_steps", "log_every", "keep_ckpts"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"trainer.{name} must be > 0, got {getattr(self, name)}")
-        if self.eval_every < 0:
-            raise ValueError(f"trainer.eval_every must be >= 0, got {self.eval_every}")
+        for name in ("eval_every", "ckpt_every", "max_skipped_steps"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"trainer.{name} must be >= 0, got {getattr(self, name)}")
         if self.precision not in ("auto", "fp32", "bf16"):
             raise ValueError(f"trainer.precision must be auto, fp32 or bf16, got {self.precision!r}")
+        if self.nonfinite not in ("stop", "skip"):
+            raise ValueError(f"trainer.nonfinite must be stop or skip, got {self.nonfinite!r}")
 
 
 class Trainer:
@@ -76,27 +86,97 @@ class Trainer:
         self.grad_clip = optim_cfg.grad_clip
         self.optimizer, self.scheduler = build_dense_optimizer(self.model, optim_cfg.dense, self.cfg.max_steps)
         self.step = 0
+        self.skipped_steps = 0
         self.run_dir = run_dir
         self.log = RunLog(run_dir, self.env.is_main, self.cfg.max_steps, self.global_batch_size,
                           tensorboard=self.cfg.tensorboard, progress=self.cfg.progress)
+        self.checkpointer = Checkpointer(run_dir / "checkpoints", self.cfg.keep_ckpts)
+        self.nonfinite_watch = NonFiniteWatch(self.device)
+        self.preemption = PreemptionFlag()
+        self._maybe_resume()
+
+    def _position(self) -> dict[str, int]:
+        """Where the data stream stands: the stream is indexed by step, so the step is enough."""
+        return {"step": self.step, "global_batch_size": self.global_batch_size,
+                "examples_seen": self.step * self.global_batch_size}
+
+    def _maybe_resume(self) -> None:
+        if self.cfg.resume == "none":
+            return
+        if self.cfg.resume == "auto":
+            path, skipped = self.checkpointer.find_latest()
+            for reason in skipped:
+                self.log.write({"step": 0, "split": "checkpoint_skipped", "reason": reason})
+                if self.env.is_main:
+                    print(f"WARNING: skipping checkpoint: {reason}", flush=True)
+            if path is None:
+                return
+        else:
+            path = Path(self.cfg.resume)
+            if not path.is_dir():
+                raise CheckpointError(f"trainer.resume={self.cfg.resume!r} is not a checkpoint directory")
+        manifest = self.checkpointer.load(path, self.model, self.optimizer, self.scheduler)
+        position = manifest["position"]
+        if position["global_batch_size"] != self.global_batch_size:
+            raise CheckpointError(
+                f"{path} was written with data.batch_size={position['global_batch_size']}, this run has "
+                f"{self.global_batch_size}: the data stream position would not line up")
+        self.step = position["step"]
+        self.log.write({"step": self.step, "split": "resume", "checkpoint": str(path),
+                        "world_size": self.env.world_size, "checkpoint_world_size": manifest["world_size"]})
+
+    def save_checkpoint(self) -> Path:
+        path = self.checkpointer.save(self.step, self.model, self.optimizer, self.scheduler, self._position())
+        self.log.write({"step": self.step, "split": "checkpoint", "path": str(path)})
+        return path
 
     def autocast(self) -> contextlib.AbstractContextManager:
         if self.autocast_dtype is None:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
-    def train_step(self, batch: Batch) -> torch.Tensor:
-        """One optimisation step on this rank's batch; returns the (device) loss, no host sync."""
+    def train_step(self, batch: Batch) -> torch.Tensor | None:
+        """One optimisation step on this rank's batch; returns the (device) loss, or None when the
+        step was skipped under `trainer.nonfinite=skip`. No host sync under `nonfinite=stop`."""
         with self.autocast():
             logits = self.model(batch)
         loss = weighted_bce(logits, batch.labels, self.loss_weights)
+        skip = self.cfg.nonfinite == "skip"
+        # Decide before backward, on every rank alike: backward runs collectives and applies the
+        # fused sparse optimizer, so a skipped step must not start it anywhere.
+        if skip and agree_max(self.env, [int(not torch.isfinite(loss).item())])[0]:
+            return self._skip_step()
         loss.backward()  # also applies the fused row-wise Adagrad to the embedding rows
-        if self.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.dense_params, self.grad_clip)
+        max_norm = self.grad_clip if self.grad_clip > 0 else float("inf")
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.dense_params, max_norm)
+        # Dense grads are already all-reduced, so every rank sees the same norm.
+        if skip and not torch.isfinite(grad_norm).item():
+            return self._skip_step()  # the sparse rows were updated in backward: only dense is spared
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
+        if not skip:
+            self.nonfinite_watch.record(self.step + 1, ~(torch.isfinite(loss) & torch.isfinite(grad_norm)))
         return loss.detach()
+
+    def _skip_step(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        self.skipped_steps += 1
+        self.log.write({"step": self.step + 1, "split": "skipped", "reason": "non-finite loss or gradient",
+                        "skipped_steps": self.skipped_steps})
+        if self.skipped_steps > self.cfg.max_skipped_steps:
+            raise NonFiniteError(f"{self.skipped_steps} steps skipped for non-finite loss or gradient by step "
+                                 f"{self.step + 1} (trainer.max_skipped_steps={self.cfg.max_skipped_steps})")
+        return None
+
+    def _should_stop(self) -> bool:
+        """Between steps, all ranks agree on preemption and on any non-finite step seen so far."""
+        preempt, bad_step = agree_max(self.env, [int(self.preemption.requested), self.nonfinite_watch.first_bad_step()])
+        if bad_step:
+            raise NonFiniteError(
+                f"non-finite loss or gradient at step {bad_step} (trainer.nonfinite=stop); "
+                f"resume from the last checkpoint in {self.checkpointer.root} or set trainer.nonfinite=skip")
+        return bool(preempt)
 
     def train(self) -> dict[str, Any]:
         start = time.perf_counter()
@@ -105,14 +185,17 @@ class Trainer:
         loss_sum, num_steps, interval_start = torch.zeros((), device=self.device), 0, time.perf_counter()
         last_eval: dict[str, Any] = {}
         self.model.train()
+        preempted = False
         while self.step < self.cfg.max_steps:
             batch = next(batches).to(self.device, non_blocking=True)
-            loss_sum += self.train_step(batch)
-            num_steps += 1
+            loss = self.train_step(batch)
             self.step += 1
+            if loss is not None:
+                loss_sum += loss
+                num_steps += 1
             self.log.advance(self.global_batch_size)
             done = self.step == self.cfg.max_steps
-            if self.step % self.cfg.log_every == 0 or done:
+            if (self.step % self.cfg.log_every == 0 or done) and num_steps:
                 loss = mean_over_ranks(loss_sum / num_steps).item()
                 rate = num_steps * self.global_batch_size / (time.perf_counter() - interval_start)
                 rates.append(rate)
@@ -125,12 +208,23 @@ class Trainer:
             if (self.cfg.eval_every and self.step % self.cfg.eval_every == 0) or done:
                 last_eval = self.evaluate()
                 interval_start = time.perf_counter()  # eval time is not training throughput
+            if self._should_stop():
+                preempted = True
+                self.save_checkpoint()
+                break
+            if self.cfg.ckpt_every and (self.step % self.cfg.ckpt_every == 0 or done):
+                self.save_checkpoint()
+                interval_start = time.perf_counter()
+        if not last_eval:  # resumed at max_steps: nothing left to train, report the final model
+            last_eval = self.evaluate()
         summary = {
             "step": self.step,
             "split": "summary",
             "train_examples_per_sec": statistics.median(rates) if rates else None,
             "wall_time_s": time.perf_counter() - start,
             "world_size": self.env.world_size,
+            "skipped_steps": self.skipped_steps,
+            "preempted": preempted,
             **{k: last_eval[k] for k in ("loss", "ne", "auc", "calibration", "bayes_ne") if k in last_eval},
         }
         self.log.write(summary)
@@ -168,4 +262,5 @@ class Trainer:
         return record
 
     def close(self) -> None:
+        self.preemption.close()
         self.log.close()
