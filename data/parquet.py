@@ -188,30 +188,36 @@ def _is_int_list(t: pa.DataType) -> bool:
     return (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_integer(t.value_type)
 
 
+def _is_number(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+# column kind -> (what the error message asks for, the Arrow types that serve it)
+_KINDS = {
+    "sparse": ("an integer scalar", pa.types.is_integer),
+    "multi_hot": ("list<integer> (multi_hot)", _is_int_list),
+    "sequence": ("list<integer> (sequence field)", _is_int_list),
+    "dense": ("an integer or floating scalar (dense)", _is_number),
+    "label": ("an integer, floating or boolean scalar (label)", lambda t: _is_number(t) or pa.types.is_boolean(t)),
+}
+
+
 def _check_schema(path: str, schema: pa.Schema, features: FeaturesConfig) -> None:
-    multi_hot = set(features.multi_hot)
-    expected = [
-        *((name, "list<integer> (multi_hot)" if name in multi_hot else "an integer scalar") for name in features.sparse),
-        *((name, "list<integer> (sequence field)") for name in features.sequence),
-        *((name, "an integer or floating scalar (dense)") for name in features.dense),
-        *((name, "an integer, floating or boolean scalar (label)") for name in features.labels),
-    ]
-    for name, wanted in expected:
+    kinds = {
+        **{name: "multi_hot" if name in features.multi_hot else "sparse" for name in features.sparse},
+        **dict.fromkeys(features.sequence, "sequence"),
+        **dict.fromkeys(features.dense, "dense"),
+        **dict.fromkeys(features.labels, "label"),
+    }
+    for name, kind in kinds.items():
+        wanted, serves = _KINDS[kind]
         index = schema.get_field_index(name)
         if index < 0:
             raise ParquetSchemaError(f"{path}: column {name!r} is missing (declared as {wanted})")
         t = schema.field(index).type
-        if wanted.startswith("list"):
-            ok = _is_int_list(t)
-        elif "boolean" in wanted:
-            ok = pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
-        elif "floating" in wanted:
-            ok = pa.types.is_integer(t) or pa.types.is_floating(t)
-        else:
-            ok = pa.types.is_integer(t)
-        if not ok:
+        if not serves(t):
             hint = ""
-            if _is_int_list(t) and name in features.sparse:
+            if kind == "sparse" and _is_int_list(t):
                 hint = "; name it in data.features.multi_hot if it is a multi-hot feature"
             raise ParquetSchemaError(f"{path}: column {name!r} has type {t}, expected {wanted}{hint}")
 
@@ -282,6 +288,7 @@ def _find_bad_rows(table: pa.Table, features: FeaturesConfig) -> tuple[np.ndarra
 
 
 def _describe(value: object) -> str:
+    """repr, cut to 80 characters (a list value may be long)."""
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
@@ -312,7 +319,7 @@ class _SplitIndex:
 def _index_split(files: list[str], features: FeaturesConfig, policy: str) -> _SplitIndex:
     columns = features.columns
     row_groups: list[_RowGroup] = []
-    counts = dict.fromkeys(BAD_ROW_REASONS, 0)
+    counts = np.zeros(len(BAD_ROW_REASONS) + 1, dtype=np.int64)  # [0]: valid rows
     first_seen: dict[str, str] = {}
     for f, path in enumerate(files):
         parquet = pq.ParquetFile(path)
@@ -320,24 +327,26 @@ def _index_split(files: list[str], features: FeaturesConfig, policy: str) -> _Sp
         for g in range(parquet.num_row_groups):
             table = parquet.read_row_group(g, columns=columns)
             reason, culprit = _find_bad_rows(table, features)
-            for i in np.flatnonzero(reason):
-                code = BAD_ROW_REASONS[reason[i] - 1]
+
+            def where(i: int) -> str:
                 column = columns[culprit[i]]
-                where = (
-                    f"{path}: row {start + i} (row group {g}): {code} in column {column!r}, "
-                    f"value {_describe(table.column(column)[int(i)].as_py())}"
-                )
-                if policy == "fail":
-                    raise BadRowError(f"{where} (data.bad_rows=fail; set data.bad_rows=skip to leave such rows out)")
-                counts[code] += 1
-                first_seen.setdefault(code, where)
-            valid = table.num_rows - int(np.count_nonzero(reason))
-            if valid:
-                row_groups.append(_RowGroup(f, g, valid))
+                code, value = BAD_ROW_REASONS[reason[i] - 1], _describe(table.column(column)[i].as_py())
+                return f"{path}: row {start + i} (row group {g}): {code} in column {column!r}, value {value}"
+
+            bad = np.flatnonzero(reason)
+            if len(bad) and policy == "fail":
+                raise BadRowError(f"{where(int(bad[0]))} (data.bad_rows=fail; data.bad_rows=skip leaves such rows out)")
+            for code in np.unique(reason[bad]):
+                first_seen.setdefault(BAD_ROW_REASONS[code - 1], where(int(bad[reason[bad] == code][0])))
+            per_reason = np.bincount(reason, minlength=len(counts))
+            counts += per_reason
+            if per_reason[0]:
+                row_groups.append(_RowGroup(f, g, int(per_reason[0])))
             start += table.num_rows
-    for code, where in first_seen.items():
-        log.warning("skipping %d malformed rows (%s); the first: %s", counts[code], code, where)
-    return _SplitIndex(files, row_groups, {code: n for code, n in counts.items() if n})
+    bad_rows = {code: int(n) for code, n in zip(BAD_ROW_REASONS, counts[1:]) if n}
+    for code, where_first in first_seen.items():
+        log.warning("skipping %d malformed rows (%s); the first: %s", bad_rows[code], code, where_first)
+    return _SplitIndex(files, row_groups, bad_rows)
 
 
 # ---------------------------------------------------------------------------------- reading
@@ -353,7 +362,7 @@ class _RowStream:
     def __init__(self, index: _SplitIndex, cfg: ParquetConfig, shuffle: bool) -> None:
         self.index, self.cfg, self.shuffle = index, cfg, shuffle
         self.epoch_rows = index.num_rows
-        self._files: dict[int, pq.ParquetFile] = {}
+        self._file: tuple[int, pq.ParquetFile] | None = None  # one open file at a time
         self._plan: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._row_group: tuple[int, pa.Table] | None = None
         self._window: tuple[tuple[int, int], pa.Table] | None = None
@@ -401,10 +410,10 @@ class _RowStream:
         """The valid rows of row group i of the index."""
         if self._row_group is None or self._row_group[0] != i:
             rg = self.index.row_groups[i]
-            if rg.file not in self._files:
-                self._files[rg.file] = pq.ParquetFile(self.index.files[rg.file])
+            if self._file is None or self._file[0] != rg.file:
+                self._file = (rg.file, pq.ParquetFile(self.index.files[rg.file]))
             features = self.cfg.features
-            table = self._files[rg.file].read_row_group(rg.index, columns=features.columns)
+            table = self._file[1].read_row_group(rg.index, columns=features.columns)
             reason, _ = _find_bad_rows(table, features)
             table = table.filter(pa.array(reason == 0))
             if table.num_rows != rg.valid_rows:
@@ -456,7 +465,9 @@ def _to_batch(table: pa.Table, cfg: ParquetConfig) -> Batch:
 
     def stack(names: list[str]) -> torch.Tensor:
         columns = [table.column(name).combine_chunks().to_numpy(zero_copy_only=False) for name in names]
-        return torch.from_numpy(np.stack(columns, axis=1).astype(np.float32) if columns else np.zeros((n, 0), np.float32))
+        if not columns:
+            return torch.zeros((n, 0))
+        return torch.from_numpy(np.stack(columns, axis=1).astype(np.float32))
 
     return Batch(sparse=sparse, sequence=sequence, dense=stack(features.dense), labels=stack(features.labels))
 
@@ -469,7 +480,14 @@ class _StepStream(IterableDataset):
     """
 
     def __init__(
-        self, index: _SplitIndex, cfg: ParquetConfig, train: bool, start: int, stop: int | None, rank: int, world_size: int
+        self,
+        index: _SplitIndex,
+        cfg: ParquetConfig,
+        train: bool,
+        start: int,
+        stop: int | None,
+        rank: int,
+        world_size: int,
     ) -> None:
         self.index, self.cfg, self.train = index, cfg, train
         self.start, self.stop, self.rank, self.world_size = start, stop, rank, world_size
@@ -558,6 +576,8 @@ class ParquetDataset:
         for split in SPLITS:
             if self._index[split].num_rows == 0:
                 raise ValueError(f"data.{split}: no valid rows in {files[split]}")
+        if self.eval_steps == 0:
+            raise ValueError(f"data.eval: {self._index['eval'].num_rows} valid rows, fewer than the {world_size} ranks")
         log.info(
             "parquet: %d train rows in %d files, %d eval rows in %d files, bad rows %s (indexed in %.1f s)",
             self._index["train"].num_rows, len(files["train"]), self._index["eval"].num_rows,
@@ -594,11 +614,13 @@ class ParquetDataset:
 
         A run resumed at step s passes start_step=s and continues the stream exactly.
         """
-        return self._load(_StepStream(self._index["train"], self.cfg, True, start_step, None, self.rank, self.world_size))
+        stream = _StepStream(self._index["train"], self.cfg, True, start_step, None, self.rank, self.world_size)
+        return self._load(stream)
 
     def eval_batches(self) -> Iterator[Batch]:
         """This rank's share of each of the `eval_steps` global batches of the eval split."""
-        return self._load(_StepStream(self._index["eval"], self.cfg, False, 0, self.eval_steps, self.rank, self.world_size))
+        stream = _StepStream(self._index["eval"], self.cfg, False, 0, self.eval_steps, self.rank, self.world_size)
+        return self._load(stream)
 
     def bayes_ne(self) -> None:
         """Real data: the optimum is unknown."""

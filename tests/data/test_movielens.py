@@ -106,7 +106,11 @@ def test_convert_matches_a_brute_force_oracle() -> None:
         assert ex["item_year"] == {None: 0, "1939": 1, "1985": 6, "1995": 12, "1998": 15}[date and date[-4:]]
 
         # the sequence: this user's ratings strictly before t, oldest first (same second: by movie)
-        earlier = sorted((r["timestamp"], items.index(r["movie_id"]), r["rating"]) for r in ratings if r["user_id"] == u and r["timestamp"] < t)
+        earlier = sorted(
+            (r["timestamp"], items.index(r["movie_id"]), r["rating"])
+            for r in ratings
+            if r["user_id"] == u and r["timestamp"] < t
+        )
         kept = earlier[-MAX_HISTORY:]
         assert ex["seq_item"] == [i for _, i, _ in kept]
         assert ex["seq_rating"] == [r - 1 for *_, r in kept]

@@ -309,7 +309,9 @@ CORRUPTIONS = {
     "id = vocab": ("id_out_of_range", "user", lambda r: r.update(user=7)),
     "multi-hot id": ("id_out_of_range", "interests", lambda r: r.update(interests=[0, 5])),
     "sequence id": ("id_out_of_range", "seq_item", lambda r: r.update(seq_item=[0, 13], seq_action=[0, 0])),
-    "unequal sequences": ("sequence_length_mismatch", "seq_action", lambda r: r.update(seq_item=[1, 2], seq_action=[1])),
+    "unequal sequences": (
+        "sequence_length_mismatch", "seq_action", lambda r: r.update(seq_item=[1, 2], seq_action=[1])
+    ),
     "nan dense": ("non_finite_dense", "x_float", lambda r: r.update(x_float=math.nan)),
     "inf dense": ("non_finite_dense", "x_float", lambda r: r.update(x_float=-math.inf)),
     "label 2": ("label_not_binary", "conversion", lambda r: r.update(conversion=2)),
@@ -347,12 +349,14 @@ def test_first_reason_wins_and_every_reason_is_counted(tmp_path: Path) -> None:
     ds = ParquetDataset(config(dataset_dir(tmp_path, rows)))
     counts = ds.bad_row_counts()["train"]
     assert list(counts) == [r for r in BAD_ROW_REASONS if r in counts]
-    assert counts == {"null": 5, "id_out_of_range": 4, "sequence_length_mismatch": 1, "non_finite_dense": 2, "label_not_binary": 1}
+    assert counts == {
+        "null": 5, "id_out_of_range": 4, "sequence_length_mismatch": 1, "non_finite_dense": 2, "label_not_binary": 1
+    }
     bad = {1} | {3 * i for i in range(len(CORRUPTIONS))}
     assert sorted(row_ids(take(ds.train_batches(), 5))[: ds.train_rows]) == sorted(set(range(ROWS)) - bad)
 
 
-def test_a_split_without_valid_rows_is_an_error(tmp_path: Path) -> None:
+def test_a_split_without_rows_to_serve_is_an_error(tmp_path: Path) -> None:
     rows = make_rows(5)
     for r in rows:
         r["click"] = None
@@ -360,3 +364,6 @@ def test_a_split_without_valid_rows_is_an_error(tmp_path: Path) -> None:
     write(root / "eval.parquet", rows)
     with pytest.raises(ValueError, match="data.eval: no valid rows"):
         ParquetDataset(config(root))
+    write(root / "eval.parquet", make_rows(3))
+    with pytest.raises(ValueError, match="data.eval: 3 valid rows, fewer than the 5 ranks"):
+        ParquetDataset(config(root), 0, 5)
