@@ -375,7 +375,9 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * z))  # no overflow warning for large |z|
 
 
-def _attend(truth: PlantedTruth, task: str, affinity: np.ndarray, seq: dict[str, np.ndarray], mask: np.ndarray) -> np.ndarray:
+def _attend(
+    truth: PlantedTruth, task: str, affinity: np.ndarray, seq: dict[str, np.ndarray], mask: np.ndarray
+) -> np.ndarray:
     """A_t = sum_j softmax_j(τ s_j + α_t[action_j] + β[gap_j]) s_j over the valid events; 0 if none.
 
     `affinity` s_j [..., L]; the `seq` fields and `mask` [..., L] broadcast against it.
@@ -408,6 +410,7 @@ class _Generator:
             self._length_range = (1, max(1, round(2 * fill * max_len)))
 
     def examples(self, split: int, indices: np.ndarray) -> tuple[_Examples, _Draws]:
+        """The features of the examples at these global indices, and their random draws (for labels)."""
         cfg, truth = self.cfg, self.truth
         draws = _Draws(cfg.seed, split, indices)
         sparse = {
@@ -511,6 +514,7 @@ class _Generator:
         return ex, marginal, np.stack([click, conversion], axis=1).astype(np.float32)
 
     def batch(self, split: int, indices: np.ndarray) -> Batch:
+        """The examples at these global indices as KJTs (int64 values and lengths) + dense + labels."""
         ex, _, labels = self.probabilities_and_labels(split, indices)
         n = len(indices)
         ones = np.ones(n, dtype=np.int64)
@@ -533,7 +537,8 @@ class _Generator:
             values=torch.from_numpy(np.concatenate([ex.seq[name][ex.seq_mask] for name in SEQUENCE_FEATURES])),
             lengths=torch.from_numpy(np.tile(seq_lengths, len(SEQUENCE_FEATURES))),
         )
-        return Batch(sparse=sparse, sequence=sequence, dense=torch.from_numpy(ex.dense), labels=torch.from_numpy(labels))
+        dense, labels = torch.from_numpy(ex.dense), torch.from_numpy(labels)
+        return Batch(sparse=sparse, sequence=sequence, dense=dense, labels=labels)
 
 
 # ------------------------------------------------------------------------------- streaming
@@ -547,7 +552,9 @@ class _StepStream(IterableDataset):
     reads its workers round-robin, so the order is the same for every number of workers.
     """
 
-    def __init__(self, generator: _Generator, split: int, start: int, stop: int | None, rank: int, world_size: int) -> None:
+    def __init__(
+        self, generator: _Generator, split: int, start: int, stop: int | None, rank: int, world_size: int
+    ) -> None:
         self.generator, self.split, self.start, self.stop = generator, split, start, stop
         self.per_rank = generator.cfg.batch_size // world_size
         self.offset = rank * self.per_rank
