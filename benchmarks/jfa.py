@@ -233,7 +233,8 @@ def markdown(results: list[Result], header: str) -> str:
             continue
         lines += [
             f"\n## {'Forward' if passes_ == 'fwd' else 'Forward + backward'}\n",
-            "| workload | method | ms | TFLOP/s | GB/s | floor ms | x floor | vs best baseline | peak MiB | max abs diff | status |",
+            "| workload | method | ms | TFLOP/s | GB/s | floor ms | x floor | vs best baseline | peak MiB "
+            "| max abs diff | status |",
             "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|",
         ]
         for r in rows:
@@ -319,7 +320,7 @@ def _select_workloads(patterns: list[str] | None, quick: bool) -> list[Workload]
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workloads", nargs="+", help="substrings of workload names (default: all)")
     parser.add_argument("--methods", default=",".join(DEFAULT_METHODS), help=f"comma-separated, from {list(METHODS)}")
     parser.add_argument("--passes", default=",".join(PASSES), help="comma-separated: fwd,fwd+bwd")

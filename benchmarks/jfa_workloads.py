@@ -97,8 +97,9 @@ class Cost:
 
     def floor_ms(self, passes: str) -> float:
         """Roofline floor in milliseconds for "fwd" or "fwd+bwd"."""
-        flops, nbytes = (self.fwd_flops, self.fwd_bytes) if passes == "fwd" else (self.fwd_bwd_flops, self.fwd_bwd_bytes)
-        return max(flops / PEAK_FLOPS, nbytes / PEAK_BYTES_PER_S) * 1e3
+        if passes == "fwd":
+            return max(self.fwd_flops / PEAK_FLOPS, self.fwd_bytes / PEAK_BYTES_PER_S) * 1e3
+        return max(self.fwd_bwd_flops / PEAK_FLOPS, self.fwd_bwd_bytes / PEAK_BYTES_PER_S) * 1e3
 
 
 def cost(workload: Workload, lengths: Lengths) -> Cost:

@@ -164,7 +164,9 @@ def _check_offsets(
         _check_offsets_values(
             "query_offset", query_offset, query.shape[0], "query.shape[0]", params.max_seq_len_q, "max_seq_len_q"
         )
-    _check_offsets_values("key_offset", key_offset, key.shape[0], "key.shape[0]", params.max_seq_len_kv, "max_seq_len_kv")
+    _check_offsets_values(
+        "key_offset", key_offset, key.shape[0], "key.shape[0]", params.max_seq_len_kv, "max_seq_len_kv"
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -190,7 +192,8 @@ def _unsupported_reason(name: str, query: Tensor, key: Tensor, value: Tensor, pa
 
 @functools.cache
 def _log_fallback_once(name: str, reason: str, on_gpu: bool) -> None:
-    logger.log(logging.WARNING if on_gpu else logging.INFO, "jagged_flash_attention: skipping backend %r: %s", name, reason)
+    level = logging.WARNING if on_gpu else logging.INFO
+    logger.log(level, "jagged_flash_attention: skipping backend %r: %s", name, reason)
 
 
 def _select_backend(requested: str, query: Tensor, key: Tensor, value: Tensor, params: JFAParams) -> str:
@@ -299,16 +302,15 @@ def _backward_op(
 
 
 @_backward_op.register_fake
-def _backward_fake(grad_out: Tensor, query: Tensor, key: Tensor, value: Tensor, *args: Any) -> tuple[Tensor, Tensor, Tensor]:
+def _backward_fake(
+    grad_out: Tensor, query: Tensor, key: Tensor, value: Tensor, *args: Any
+) -> tuple[Tensor, Tensor, Tensor]:
     return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
 
 
 # ----------------------------------------------------------------------------------------------
 # Autograd: gradients for query, key and value; the LSE output carries no gradient
 # ----------------------------------------------------------------------------------------------
-
-_OPTION_NAMES = ("max_seq_len_q", "max_seq_len_kv", "sm_scale", "causal", "window_size", "broadcast_q", "deterministic", "backend")
-
 
 def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tensor]) -> None:
     query, key, value, query_offset, key_offset, *options = inputs
@@ -323,7 +325,7 @@ def _backward(ctx: Any, grad_out: Tensor, grad_lse: Tensor | None) -> tuple[Tens
     dq, dk, dv = _backward_op(
         grad_out.contiguous(), query, key, value, out, lse, query_offset, key_offset, *ctx.options
     )
-    return (dq, dk, dv, None, None) + (None,) * len(_OPTION_NAMES)
+    return (dq, dk, dv, None, None) + (None,) * len(ctx.options)
 
 
 torch.library.register_autograd("jfa::jagged_flash_attention_fwd", _backward, setup_context=_setup_context)

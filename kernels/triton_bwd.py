@@ -22,7 +22,8 @@ from kernels.common import JFAParams, num_sequences, output_rows
 from kernels.triton_common import (
     INTERPRETER,
     LOG2E,
-    autotune_configs,
+    autotune,
+    block_configs,
     dot_precision,
     kv_blocks_for_q_tile,
     load_rows,
@@ -33,27 +34,22 @@ from kernels.triton_common import (
     visible,
 )
 
-_AUTOTUNE_KEY = ["HEAD_DIM", "GROUP_SIZE", "IS_CAUSAL", "HAS_WINDOW", "BROADCAST_Q", "q_len_bucket", "kv_len_bucket"]
-_DKDV_CONFIGS = [
-    triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=warps, num_stages=stages)
-    for block_m, block_n, warps, stages in [
-        (64, 128, 8, 3),
-        (32, 128, 8, 3),
-        (64, 64, 8, 3),
-        (32, 64, 4, 3),
-        (32, 32, 8, 2),  # head_dim 256
-    ]
-]
-_DQ_CONFIGS = [
-    triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=warps, num_stages=stages)
-    for block_m, block_n, warps, stages in [
-        (128, 64, 8, 2),
-        (128, 32, 8, 3),
-        (64, 64, 8, 3),
-        (64, 32, 4, 3),
-        (64, 32, 8, 2),  # head_dim 256
-    ]
-]
+_DKDV_CONFIGS = block_configs(
+    (64, 128, 8, 3),
+    (32, 128, 8, 3),
+    (64, 64, 8, 3),
+    (32, 64, 4, 3),
+    (32, 32, 8, 2),  # head_dim 256
+)
+_DKDV_FP32_CONFIGS = block_configs((32, 32, 4, 2), (32, 64, 4, 2))
+_DQ_CONFIGS = block_configs(
+    (128, 64, 8, 2),
+    (128, 32, 8, 3),
+    (64, 64, 8, 3),
+    (64, 32, 4, 3),
+    (64, 32, 8, 2),  # head_dim 256
+)
+_DQ_FP32_CONFIGS = block_configs((32, 32, 4, 2), (64, 32, 4, 2))
 _DELTA_BLOCK_ROWS = 16 if INTERPRETER else 64
 # Broadcast-Q dQ: aim for this many programs per SM; more batch chunks fill the GPU but add
 # float32 partials to reduce.
@@ -63,7 +59,8 @@ _INTERPRETER_DQ_PROGRAMS = 16
 
 @triton.jit
 def _jfa_bwd_delta_kernel(o_ptr, do_ptr, delta_ptr, stride_om, stride_oh, stride_dom, stride_doh, stride_delta_h,
-                          total_rows, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_ROWS: tl.constexpr):  # fmt: skip
+                          total_rows, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
+                          BLOCK_ROWS: tl.constexpr):  # fmt: skip
     """delta[h, row] = sum_d dO * O, in float32."""
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     h = tl.program_id(1)
@@ -108,7 +105,7 @@ def _dkdv_q_blocks(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_q
     return dk, dv
 
 
-@triton.autotune(configs=autotune_configs(_DKDV_CONFIGS), key=_AUTOTUNE_KEY)
+@autotune(_DKDV_CONFIGS, _DKDV_FP32_CONFIGS)
 @triton.jit(do_not_specialize=["max_seq_len_kv", "broadcast_q_len", "window"])
 def _jfa_bwd_dkdv_kernel(
     q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr, q_offset_ptr, kv_offset_ptr,
@@ -159,8 +156,8 @@ def _jfa_bwd_dkdv_kernel(
                                 lo, full_lo, q_len, kv_len, window, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_M, IS_CAUSAL,
                                 HAS_WINDOW, MASKED=True, DOT_PRECISION=DOT_PRECISION)  # fmt: skip
         dk, dv = _dkdv_q_blocks(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, stride_dom, offs_n,
-                                full_lo, full_hi, q_len, kv_len, window, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_M, IS_CAUSAL,
-                                HAS_WINDOW, MASKED=False, DOT_PRECISION=DOT_PRECISION)  # fmt: skip
+                                full_lo, full_hi, q_len, kv_len, window, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_M,
+                                IS_CAUSAL, HAS_WINDOW, MASKED=False, DOT_PRECISION=DOT_PRECISION)  # fmt: skip
         dk, dv = _dkdv_q_blocks(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, stride_dom, offs_n,
                                 full_hi, hi, q_len, kv_len, window, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_M, IS_CAUSAL,
                                 HAS_WINDOW, MASKED=True, DOT_PRECISION=DOT_PRECISION)  # fmt: skip
@@ -195,7 +192,7 @@ def _dq_kv_blocks(dq, q, do, lse_log2, delta, k_base, v_base, stride_k, stride_v
     return dq
 
 
-@triton.autotune(configs=autotune_configs(_DQ_CONFIGS), key=_AUTOTUNE_KEY)
+@autotune(_DQ_CONFIGS, _DQ_FP32_CONFIGS)
 @triton.jit(do_not_specialize=["max_seq_len_q", "broadcast_q_len", "window", "batches_per_program"])
 def _jfa_bwd_dq_kernel(
     q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, q_offset_ptr, kv_offset_ptr,

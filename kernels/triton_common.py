@@ -8,6 +8,8 @@ rows past the end only produce values that are never stored.
 
 from __future__ import annotations
 
+import os
+
 import triton
 import triton.language as tl
 
@@ -67,12 +69,33 @@ LOG2E: tl.constexpr = tl.constexpr(1.4426950408889634)
 MASKED_SCORE: tl.constexpr = tl.constexpr(-1.0e30)
 
 
-def autotune_configs(gpu_configs: list[triton.Config]) -> list[triton.Config]:
-    """The GPU search space, or one small config under the interpreter (tests stay fast and hit
-    jagged block boundaries with tiny sequences)."""
+AUTOTUNE_ENV = "JFA_TRITON_AUTOTUNE"
+AUTOTUNE_KEY = ["HEAD_DIM", "GROUP_SIZE", "IS_CAUSAL", "HAS_WINDOW", "BROADCAST_Q", "q_len_bucket", "kv_len_bucket"]
+
+
+def block_configs(*shapes: tuple[int, int, int, int]) -> list[triton.Config]:
+    """Configs from (BLOCK_M, BLOCK_N, num_warps, num_stages) tuples; the first is the default."""
+    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s) for m, n, w, s in shapes]
+
+
+def autotune(configs: list[triton.Config], fp32_configs: list[triton.Config]):  # type: ignore[no-untyped-def]
+    """``triton.autotune`` over ``configs`` for fp16/bf16 inputs, over ``fp32_configs`` (small tiles:
+    IEEE float32 dots are slow to compile and register-hungry) for float32 inputs.
+
+    ``JFA_TRITON_AUTOTUNE=0`` (read per tuning) takes each list's first config without a search:
+    the tests use it, since they would otherwise compile every config for every option combination.
+    Under the interpreter there is one 16x16 config (tiny test sequences still cross blocks).
+    """
     if INTERPRETER:
-        return [triton.Config({name: 16 for name in gpu_configs[0].kwargs}, num_warps=4, num_stages=1)]
-    return gpu_configs
+        return triton.autotune(block_configs((16, 16, 4, 1)), key=AUTOTUNE_KEY)
+
+    def candidates(all_configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
+        chosen = fp32_configs if kwargs["DOT_PRECISION"] == "ieee" else configs
+        return chosen if os.environ.get(AUTOTUNE_ENV, "1") != "0" else chosen[:1]
+
+    return triton.autotune(
+        configs + fp32_configs, key=AUTOTUNE_KEY, prune_configs_by={"early_config_prune": candidates}
+    )
 
 
 def seq_len_bucket(max_seq_len: int) -> int:

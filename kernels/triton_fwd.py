@@ -16,7 +16,8 @@ from kernels.common import JFAParams, num_sequences, output_rows
 from kernels.triton_common import (
     LOG2E,
     MASKED_SCORE,
-    autotune_configs,
+    autotune,
+    block_configs,
     dot_precision,
     kv_blocks_for_q_tile,
     load_rows,
@@ -26,16 +27,14 @@ from kernels.triton_common import (
     visible,
 )
 
-_FWD_CONFIGS = [
-    triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=warps, num_stages=stages)
-    for block_m, block_n, warps, stages in [
-        (128, 64, 8, 3),
-        (128, 128, 8, 3),
-        (128, 64, 4, 3),  # head_dim <= 64
-        (64, 64, 4, 3),
-        (64, 32, 4, 4),  # also head_dim 256
-    ]
-]
+_FWD_CONFIGS = block_configs(
+    (128, 64, 8, 3),
+    (128, 128, 8, 3),
+    (128, 64, 4, 3),  # head_dim <= 64
+    (64, 64, 4, 3),
+    (64, 32, 4, 4),  # also head_dim 256
+)
+_FWD_FP32_CONFIGS = block_configs((32, 32, 4, 2), (64, 32, 4, 2))
 
 
 @triton.jit
@@ -62,10 +61,7 @@ def _attend_kv_blocks(acc, l_i, m_i, q, k_base, v_base, stride_k, stride_v, offs
     return acc, l_i, m_i
 
 
-@triton.autotune(
-    configs=autotune_configs(_FWD_CONFIGS),
-    key=["HEAD_DIM", "GROUP_SIZE", "IS_CAUSAL", "HAS_WINDOW", "BROADCAST_Q", "q_len_bucket", "kv_len_bucket"],
-)
+@autotune(_FWD_CONFIGS, _FWD_FP32_CONFIGS)
 @triton.jit(do_not_specialize=["max_seq_len_q", "broadcast_q_len", "window"])
 def _jfa_fwd_kernel(
     q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, q_offset_ptr, kv_offset_ptr,

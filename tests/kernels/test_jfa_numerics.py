@@ -30,7 +30,7 @@ from tests.kernels.jfa_oracle import (
 )
 
 BACKENDS = ["reference", "triton", "tlx"]
-gpu_only = pytest.mark.skipif(not ON_GPU, reason="fp16/bf16 run on GPU only")
+gpu_only = pytest.mark.skipif(not ON_GPU, reason="needs a CUDA GPU (fp16/bf16, compiled Triton configs)")
 
 
 def _run(case: Case, inputs: Inputs, backend: str, deterministic: bool = False) -> tuple[torch.Tensor, ...]:
@@ -169,6 +169,26 @@ LOW_PRECISION_CASES = {
 @pytest.mark.parametrize("name", list(LOW_PRECISION_CASES))
 def test_low_precision(backend: str, name: str, dtype: torch.dtype) -> None:
     check_against_oracle(Case(**LOW_PRECISION_CASES[name], dtype=dtype), backend)
+
+
+@gpu_only
+@pytest.mark.parametrize(
+    "dtype,name", [(torch.bfloat16, "self_causal_gqa"), (torch.bfloat16, "pma"), (torch.float32, "cross_window")]
+)
+def test_every_autotune_config(dtype: torch.dtype, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other tests run each Triton kernel's default config; here every config of the search."""
+    from kernels import triton_bwd, triton_fwd
+
+    fp32 = dtype == torch.float32
+    searches = {
+        triton_fwd._jfa_fwd_kernel: triton_fwd._FWD_FP32_CONFIGS if fp32 else triton_fwd._FWD_CONFIGS,
+        triton_bwd._jfa_bwd_dkdv_kernel: triton_bwd._DKDV_FP32_CONFIGS if fp32 else triton_bwd._DKDV_CONFIGS,
+        triton_bwd._jfa_bwd_dq_kernel: triton_bwd._DQ_FP32_CONFIGS if fp32 else triton_bwd._DQ_CONFIGS,
+    }
+    for i in range(max(len(configs) for configs in searches.values())):
+        for kernel, configs in searches.items():
+            monkeypatch.setattr(kernel, "configs", [configs[i % len(configs)]])  # one config: no search
+        check_against_oracle(Case(**LOW_PRECISION_CASES[name], dtype=dtype), "triton")
 
 
 # -----------------------------------------------------------------------------------------------

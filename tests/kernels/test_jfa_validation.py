@@ -40,6 +40,12 @@ def _offsets(*values: int, dtype: torch.dtype = torch.int64) -> torch.Tensor:
     return torch.tensor(values, dtype=dtype, device=DEVICE)
 
 
+def _qkv(head_dim: int, heads: tuple[int, int]) -> dict[str, torch.Tensor]:
+    return dict(query=torch.randn(8, heads[0], head_dim, device=DEVICE),
+                key=torch.randn(8, heads[1], head_dim, device=DEVICE),
+                value=torch.randn(8, heads[1], head_dim, device=DEVICE))  # fmt: skip
+
+
 OTHER_DEVICE = "meta"  # a device the inputs are not on, available everywhere
 
 INVALID_CALLS: dict[str, tuple[Callable[[], dict[str, Any]], str]] = {
@@ -54,12 +60,8 @@ INVALID_CALLS: dict[str, tuple[Callable[[], dict[str, Any]], str]] = {
         lambda: dict(key=torch.randn(8, 2, 32, device=DEVICE), value=torch.randn(8, 2, 32, device=DEVICE)),
         "key: head_dim must equal",
     ),
-    "head_dim_not_multiple_of_16": (
-        lambda: dict(query=torch.randn(8, 4, 24, device=DEVICE), key=torch.randn(8, 2, 24, device=DEVICE),
-                     value=torch.randn(8, 2, 24, device=DEVICE)), "query: head_dim must be a multiple of 16"),  # fmt: skip
-    "head_dim_above_256": (
-        lambda: dict(query=torch.randn(8, 1, 272, device=DEVICE), key=torch.randn(8, 1, 272, device=DEVICE),
-                     value=torch.randn(8, 1, 272, device=DEVICE)), "query: head_dim must be a multiple of 16"),  # fmt: skip
+    "head_dim_not_multiple_of_16": (lambda: _qkv(24, heads=(4, 2)), "query: head_dim must be a multiple of 16"),
+    "head_dim_above_256": (lambda: _qkv(272, heads=(1, 1)), "query: head_dim must be a multiple of 16"),
     "heads_not_multiple": (lambda: dict(query=torch.randn(8, 3, 16, device=DEVICE)), "query: heads"),
     "last_dim_strided": (
         lambda: dict(query=torch.randn(8, 16, 4, device=DEVICE).transpose(1, 2)), "query: last dimension"),
@@ -68,7 +70,8 @@ INVALID_CALLS: dict[str, tuple[Callable[[], dict[str, Any]], str]] = {
     "offsets_empty": (lambda: dict(key_offset=_offsets()), "key_offset: must have B\\+1 >= 1"),
     "offsets_other_device": (
         lambda: dict(query_offset=torch.zeros(4, dtype=torch.int64, device=OTHER_DEVICE)), "query_offset: must be on"),
-    "offsets_not_contiguous": (lambda: dict(key_offset=_offsets(0, 9, 3, 9, 3, 9, 8)[::2]), "key_offset: must be contiguous"),
+    "offsets_not_contiguous": (
+        lambda: dict(key_offset=_offsets(0, 9, 3, 9, 3, 9, 8)[::2]), "key_offset: must be contiguous"),
     "query_offset_missing": (lambda: dict(query_offset=None), "query_offset: is required"),
     "query_offset_with_broadcast": (lambda: dict(broadcast_q=True), "query_offset: must be None"),
     "batch_sizes_differ": (lambda: dict(query_offset=_offsets(0, 3, 8)), "query_offset: must have as many entries"),
@@ -120,7 +123,10 @@ def test_async_offsets_check_runs_once_per_tensor_version(monkeypatch: pytest.Mo
     assert_async = torch._assert_async
     monkeypatch.setattr(torch, "_assert_async", lambda cond, msg: (asserts.append(msg), assert_async(cond, msg)))
     offsets = torch.tensor([0, 3, 3, 8])
-    check = lambda max_len: front_door._assert_offsets_async("key_offset", offsets, 8, "rows", max_len, "max")  # noqa: E731
+
+    def check(max_len: int) -> None:
+        front_door._assert_offsets_async("key_offset", offsets, 8, "rows", max_len, "max")
+
     check(5)
     check(5)
     assert len(asserts) == 1, "the same offsets tensor is asserted once"

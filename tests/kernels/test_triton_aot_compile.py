@@ -22,7 +22,11 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # (name, dtype, head_dim, masking and broadcast_q on): bf16 at the benchmark's head dim, plain and
 # with every option; fp32 (IEEE dots) at a head dim that is not a power of 2
-VARIANTS = [("bf16_d128", "bf16", 128, False), ("bf16_d128_all_options", "bf16", 128, True), ("fp32_d48", "fp32", 48, True)]
+VARIANTS = [
+    ("bf16_d128", "bf16", 128, False),
+    ("bf16_d128_all_options", "bf16", 128, True),
+    ("fp32_d48", "fp32", 48, True),
+]
 
 
 def _signature(kernel, constants: dict, dtype: str) -> tuple[dict, dict]:  # type: ignore[no-untyped-def]
@@ -64,12 +68,14 @@ def compile_kernels(arch: int) -> dict[str, dict[str, bool]]:
             "fwd": (triton_fwd._jfa_fwd_kernel.fn, shared),
             "dkdv": (triton_bwd._jfa_bwd_dkdv_kernel.fn, shared),
             "dq": (triton_bwd._jfa_bwd_dq_kernel.fn, shared),
-            "delta": (triton_bwd._jfa_bwd_delta_kernel, dict(HEAD_DIM=head_dim, BLOCK_D=shared["BLOCK_D"], BLOCK_ROWS=64)),
+            "delta": (triton_bwd._jfa_bwd_delta_kernel, dict(HEAD_DIM=head_dim, BLOCK_D=shared["BLOCK_D"],
+                                                             BLOCK_ROWS=64)),  # fmt: skip
         }
         for name, (kernel, constants) in kernels.items():
             signature, attrs = _signature(kernel, constants, dtype)
             source = ASTSource(kernel, signature, constants, attrs)
-            ptx = triton.compile(source, target=GPUTarget("cuda", arch, 32), options=dict(num_warps=4, num_stages=3)).asm["ptx"]
+            options = dict(num_warps=4, num_stages=3)
+            ptx = triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options).asm["ptx"]
             summary[f"{variant}/{name}"] = {"wgmma": "wgmma.mma_async" in ptx, "async_copies": "cp.async" in ptx}
     return summary
 
