@@ -1,16 +1,19 @@
 """Shared test set-up.
 
-- `data` first: it silences fbgemm's per-import version-table warning before torchrec loads fbgemm.
 - Without CUDA the Triton kernels run under the Triton interpreter, which is chosen when a kernel is
-  decorated (when triton is first imported), so the switch is flipped here, before any test module
-  imports triton or `kernels.triton_*`.
+  decorated (when triton is first imported, torchrec's fbgemm import included), so the switch is
+  flipped first, before anything imports triton.
+- Then `data`, where torchrec is installed: it silences fbgemm's per-import version-table warning
+  before any test module loads fbgemm. (A kernels-only GPU host has no torchrec.)
 """
 
+import importlib.util
 import os
 
 import torch
 
-import data  # noqa: F401
-
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+if importlib.util.find_spec("torchrec") is not None:
+    import data  # noqa: F401
