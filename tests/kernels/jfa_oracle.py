@@ -154,12 +154,13 @@ def fp64_oracle(case: Case, inputs: Inputs) -> Expected:
 
 
 def relative_error(actual: Tensor, expected: Tensor) -> float:
-    """max |actual - expected| / max(max |expected|, 1e-2), 0 for empty tensors. The floor: a
-    gradient that is exactly zero (one visible key) still carries rounding noise of the terms
-    that cancel in it."""
+    """max |actual - expected| / max(max |expected|, 0.1), 0 for empty tensors. The floor: a
+    gradient that is exactly zero (one visible key) still carries the rounding noise of the terms
+    that cancel in it, dP - delta with |dP| ~ |dO||V| ~ sqrt(D) for unit-scale inputs (fp32 on the
+    H200 left 1.1e-6 absolute there)."""
     if expected.numel() == 0:
         return 0.0
-    scale = expected.abs().max().clamp_min(1e-2)
+    scale = expected.abs().max().clamp_min(0.1)
     return ((actual.double() - expected.double()).abs().max() / scale).item()
 
 
