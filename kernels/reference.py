@@ -1,13 +1,14 @@
-"""Reference JFA backend: plain PyTorch, any device, float32 math, one batch element at a time.
+"""Reference JFA backend: plain PyTorch, any device, float32 math, every sequence at once.
 
 The readable statement of what every other backend computes, and the fallback of ``backend="auto"``
-when no kernel backend serves a call. It reads the offsets on the host (a device sync on GPU) and
-materialises each sequence's full score matrix: an oracle, not a fast path.
+where no kernel backend serves a call (e.g. CPU training). The jagged rows are gathered into a
+padded ``[B, L, H, D]`` view of ``max_seq_len`` rows per sequence, the full masked score tensor
+``[B, H, Lq, Lk]`` is materialised, and the results are scattered back to the jagged rows. Memory
+is O(B·H·max_q·max_kv): an oracle and a CPU path, not a fast GPU path. No host sync: the padded
+shape comes from the ``max_seq_len_*`` arguments, never from the offsets' values.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterator
 
 import torch
 from torch import Tensor
@@ -21,102 +22,121 @@ def supports(query: Tensor, key: Tensor, value: Tensor, params: JFAParams) -> st
     return None  # every call the front door accepts
 
 
-def _sequences(
-    query: Tensor, query_offset: Tensor | None, key_offset: Tensor, params: JFAParams
-) -> Iterator[tuple[slice, slice, slice]]:
-    """Per batch element: (query rows, key/value rows, output rows)."""
-    kv_bounds = key_offset.tolist()
-    if params.broadcast_q:
-        q_len = query.shape[0]
-        q_bounds = [b * q_len for b in range(len(kv_bounds))]
+def _padded_rows(offsets: Tensor, max_len: int, total: int) -> tuple[Tensor, Tensor]:
+    """Row index ``[B, L]`` of position l of sequence b (clamped when past its end) and whether
+    that position exists."""
+    starts, lengths = offsets[:-1].long(), (offsets[1:] - offsets[:-1]).long()
+    pos = torch.arange(max_len, device=offsets.device)
+    valid_BL = pos < lengths[:, None]
+    rows_BL = (starts[:, None] + pos).clamp(max=max(total - 1, 0))
+    return rows_BL, valid_BL
+
+
+def _pad(x_THD: Tensor, rows_BL: Tensor, valid_BL: Tensor, num_heads: int) -> Tensor:
+    """Jagged ``[T, H, D]`` -> zero-padded float32 ``[B, L, num_heads, D]`` (GQA heads repeated)."""
+    if x_THD.shape[0] == 0:
+        padded = x_THD.new_zeros((*rows_BL.shape, *x_THD.shape[1:]), dtype=_COMPUTE_DTYPE)
     else:
-        q_bounds = query_offset.tolist()
-    for b in range(num_sequences(key_offset)):
-        out_rows = slice(q_bounds[b], q_bounds[b + 1])
-        q_rows = slice(0, query.shape[0]) if params.broadcast_q else out_rows
-        yield q_rows, slice(kv_bounds[b], kv_bounds[b + 1]), out_rows
+        padded = torch.where(valid_BL[..., None, None], x_THD.to(_COMPUTE_DTYPE)[rows_BL], 0.0)
+    return padded.repeat_interleave(num_heads // x_THD.shape[1], dim=2)
 
 
-def _probabilities(
-    q_LHD: Tensor, k_SHD: Tensor, lse_HL: Tensor | None, params: JFAParams
-) -> tuple[Tensor, Tensor]:
-    """Softmax probabilities ``p [H, L, S]`` of one sequence (zero where masked) and their LSE.
+class _Layout:
+    """Where each sequence's query and key rows are, padded to the call's maximum lengths."""
 
-    ``k_SHD`` already has the query's head count. Given ``lse_HL`` (backward), P is recomputed
-    from it, as the kernels do.
-    """
-    scores_HLS = torch.einsum("lhd,shd->hls", q_LHD, k_SHD) * params.sm_scale
-    q_pos = torch.arange(q_LHD.shape[0], device=q_LHD.device)
-    kv_pos = torch.arange(k_SHD.shape[0], device=q_LHD.device)
-    lo, hi = visible_key_range(q_pos, k_SHD.shape[0], params.causal, params.window_size)
-    visible_LS = (kv_pos >= lo[:, None]) & (kv_pos < hi[:, None])
-    scores_HLS = scores_HLS.masked_fill(~visible_LS, float("-inf"))
-    if lse_HL is None:
-        lse_HL = torch.logsumexp(scores_HLS, dim=-1)
+    def __init__(self, query: Tensor, key: Tensor, query_offset: Tensor | None, key_offset: Tensor,
+                 params: JFAParams) -> None:
+        self.batch = num_sequences(key_offset)
+        self.kv_rows, self.kv_valid = _padded_rows(key_offset, params.max_seq_len_kv, key.shape[0])
+        if params.broadcast_q:
+            q_len = query.shape[0]
+            offsets = torch.arange(self.batch + 1, device=key_offset.device) * q_len
+            self.out_rows, self.q_valid = _padded_rows(offsets, q_len, self.batch * q_len)
+        else:
+            self.out_rows, self.q_valid = _padded_rows(query_offset, params.max_seq_len_q, query.shape[0])
+        q_pos = torch.arange(self.out_rows.shape[1], device=key.device)[None, :, None].expand(self.batch, -1, 1)
+        kv_len = self.kv_valid.sum(dim=1)[:, None, None]  # [B, 1, 1]
+        lo, hi = visible_key_range(q_pos, kv_len, params.causal, params.window_size)  # [B, Lq, 1]
+        kv_pos = torch.arange(self.kv_rows.shape[1], device=key.device)
+        visible = (kv_pos >= lo) & (kv_pos < hi) & self.q_valid[:, :, None]  # [B, Lq, Lk]
+        self.visible_B1QK = visible[:, None]
+
+    def query(self, query: Tensor, params: JFAParams) -> Tensor:
+        if params.broadcast_q:
+            return query.to(_COMPUTE_DTYPE).unsqueeze(0).expand(self.batch, *query.shape)
+        return _pad(query, self.out_rows, self.q_valid, query.shape[1])
+
+    def to_jagged(self, x_BLHD: Tensor, total: int) -> Tensor:
+        """Scatter the valid padded rows back to jagged ``[total, H, D]``."""
+        out = x_BLHD.new_zeros((total, *x_BLHD.shape[2:]))
+        return out.index_put_((self.out_rows[self.q_valid],), x_BLHD[self.q_valid])
+
+    def lse_padded(self, lse_HT: Tensor) -> Tensor:
+        """``[H, total]`` -> ``[B, H, Lq]``, -inf on padding."""
+        if lse_HT.shape[1] == 0:
+            return lse_HT.new_full((self.batch, lse_HT.shape[0], self.out_rows.shape[1]), float("-inf"))
+        padded = lse_HT[:, self.out_rows].permute(1, 0, 2)
+        return padded.masked_fill(~self.q_valid[:, None, :], float("-inf"))
+
+
+def _probabilities(q_BQHD: Tensor, k_BKHD: Tensor, layout: _Layout, params: JFAParams,
+                   lse_BHQ: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Softmax probabilities ``[B, H, Lq, Lk]`` (zero where masked) and their LSE ``[B, H, Lq]``.
+    Given ``lse_BHQ`` (backward), P is recomputed from it, as the kernels do."""
+    scores = torch.einsum("bqhd,bkhd->bhqk", q_BQHD, k_BKHD) * params.sm_scale
+    scores = scores.masked_fill(~layout.visible_B1QK, float("-inf"))
+    if lse_BHQ is None:
+        lse_BHQ = torch.logsumexp(scores, dim=-1)
     # Rows without a visible key have lse = -inf; exp(-inf - 0) = 0 keeps them NaN-free.
-    finite_lse_HL = torch.where(torch.isinf(lse_HL), 0.0, lse_HL)
-    return torch.exp(scores_HLS - finite_lse_HL[..., None]), lse_HL
+    finite = torch.where(torch.isinf(lse_BHQ), 0.0, lse_BHQ)
+    return torch.exp(scores - finite[..., None]), lse_BHQ
 
 
-def _expand_kv_heads(x_SHD: Tensor, num_q_heads: int) -> Tensor:
-    """GQA: key/value head g serves query heads g*G ... g*G+G-1."""
-    return x_SHD.repeat_interleave(num_q_heads // x_SHD.shape[1], dim=1)
+def _sum_kv_heads(dx_BKHD: Tensor, num_kv_heads: int) -> Tensor:
+    """Adjoint of the GQA head repeat: sum the gradients of each query-head group."""
+    b, k, num_q_heads, d = dx_BKHD.shape
+    return dx_BKHD.view(b, k, num_kv_heads, num_q_heads // num_kv_heads, d).sum(dim=3)
 
 
-def _sum_kv_heads(dx_SHD: Tensor, num_kv_heads: int) -> Tensor:
-    """Adjoint of :func:`_expand_kv_heads`: sum the gradients of each query-head group."""
-    seq, num_q_heads, dim = dx_SHD.shape
-    return dx_SHD.view(seq, num_kv_heads, num_q_heads // num_kv_heads, dim).sum(dim=2)
+def _scatter_kv(dx_BKHD: Tensor, layout: _Layout, like: Tensor) -> Tensor:
+    dx = torch.zeros(like.shape, dtype=_COMPUTE_DTYPE, device=like.device)
+    return dx.index_put_((layout.kv_rows[layout.kv_valid],), dx_BKHD[layout.kv_valid], accumulate=True)
 
 
-def forward(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    query_offset: Tensor | None,
-    key_offset: Tensor,
-    params: JFAParams,
-) -> tuple[Tensor, Tensor]:
-    num_q_heads, head_dim = query.shape[1], query.shape[2]
+def forward(query: Tensor, key: Tensor, value: Tensor, query_offset: Tensor | None, key_offset: Tensor,
+            params: JFAParams) -> tuple[Tensor, Tensor]:
+    num_q_heads = query.shape[1]
+    layout = _Layout(query, key, query_offset, key_offset, params)
+    q = layout.query(query, params)
+    k = _pad(key, layout.kv_rows, layout.kv_valid, num_q_heads)
+    v = _pad(value, layout.kv_rows, layout.kv_valid, num_q_heads)
+    p, lse_BHQ = _probabilities(q, k, layout, params)
     total_out = output_rows(query, key_offset, params.broadcast_q)
-    out = query.new_zeros((total_out, num_q_heads, head_dim))
-    lse = query.new_full((num_q_heads, total_out), float("-inf"), dtype=torch.float32)
-    for q_rows, kv_rows, out_rows in _sequences(query, query_offset, key_offset, params):
-        q = query[q_rows].to(_COMPUTE_DTYPE)
-        k = _expand_kv_heads(key[kv_rows].to(_COMPUTE_DTYPE), num_q_heads)
-        v = _expand_kv_heads(value[kv_rows].to(_COMPUTE_DTYPE), num_q_heads)
-        p_HLS, lse_HL = _probabilities(q, k, None, params)
-        out[out_rows] = torch.einsum("hls,shd->lhd", p_HLS, v).to(query.dtype)
-        lse[:, out_rows] = lse_HL
-    return out, lse
+    out = layout.to_jagged(torch.einsum("bhqk,bkhd->bqhd", p, v), total_out).to(query.dtype)
+    lse = layout.to_jagged(lse_BHQ.permute(0, 2, 1)[..., None], total_out)[..., 0].T.contiguous()
+    has_row = torch.zeros(total_out, dtype=torch.bool, device=query.device)
+    has_row[layout.out_rows[layout.q_valid]] = True
+    return out, lse.masked_fill(~has_row, float("-inf"))
 
 
-def backward(
-    grad_out: Tensor,
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    out: Tensor,
-    lse: Tensor,
-    query_offset: Tensor | None,
-    key_offset: Tensor,
-    params: JFAParams,
-) -> tuple[Tensor, Tensor, Tensor]:
+def backward(grad_out: Tensor, query: Tensor, key: Tensor, value: Tensor, out: Tensor, lse: Tensor,
+             query_offset: Tensor | None, key_offset: Tensor, params: JFAParams) -> tuple[Tensor, Tensor, Tensor]:
     num_q_heads, num_kv_heads = query.shape[1], key.shape[1]
-    # float32 accumulators: broadcast_q sums dq over the batch.
-    dq = torch.zeros(query.shape, dtype=_COMPUTE_DTYPE, device=query.device)
-    dk = torch.zeros(key.shape, dtype=_COMPUTE_DTYPE, device=key.device)
-    dv = torch.zeros(value.shape, dtype=_COMPUTE_DTYPE, device=value.device)
-    for q_rows, kv_rows, out_rows in _sequences(query, query_offset, key_offset, params):
-        q = query[q_rows].to(_COMPUTE_DTYPE)
-        k = _expand_kv_heads(key[kv_rows].to(_COMPUTE_DTYPE), num_q_heads)
-        v = _expand_kv_heads(value[kv_rows].to(_COMPUTE_DTYPE), num_q_heads)
-        do = grad_out[out_rows].to(_COMPUTE_DTYPE)
-        p_HLS, _ = _probabilities(q, k, lse[:, out_rows], params)
-        dp_HLS = torch.einsum("lhd,shd->hls", do, v)
-        # dS = P * (dP - rowsum(P * dP)), the softmax Jacobian applied to dP.
-        ds_HLS = p_HLS * (dp_HLS - (p_HLS * dp_HLS).sum(dim=-1, keepdim=True))
-        dq[q_rows] += torch.einsum("hls,shd->lhd", ds_HLS, k) * params.sm_scale
-        dk[kv_rows] += _sum_kv_heads(torch.einsum("hls,lhd->shd", ds_HLS, q) * params.sm_scale, num_kv_heads)
-        dv[kv_rows] += _sum_kv_heads(torch.einsum("hls,lhd->shd", p_HLS, do), num_kv_heads)
-    return dq.to(query.dtype), dk.to(key.dtype), dv.to(value.dtype)
+    layout = _Layout(query, key, query_offset, key_offset, params)
+    q = layout.query(query, params)
+    k = _pad(key, layout.kv_rows, layout.kv_valid, num_q_heads)
+    v = _pad(value, layout.kv_rows, layout.kv_valid, num_q_heads)
+    do = _pad(grad_out, layout.out_rows, layout.q_valid, num_q_heads)
+    p, _ = _probabilities(q, k, layout, params, layout.lse_padded(lse))
+    dp = torch.einsum("bqhd,bkhd->bhqk", do, v)
+    # dS = P * (dP - rowsum(P * dP)), the softmax Jacobian applied to dP.
+    ds = p * (dp - (p * dp).sum(dim=-1, keepdim=True))
+    dq_BQHD = torch.einsum("bhqk,bkhd->bqhd", ds, k) * params.sm_scale
+    if params.broadcast_q:
+        dq = dq_BQHD.sum(dim=0)  # float32 sum over the batch
+    else:
+        dq = layout.to_jagged(dq_BQHD, query.shape[0])
+    dk = _sum_kv_heads(torch.einsum("bhqk,bqhd->bkhd", ds, q) * params.sm_scale, num_kv_heads)
+    dv = _sum_kv_heads(torch.einsum("bhqk,bqhd->bkhd", p, do), num_kv_heads)
+    return (dq.to(query.dtype), _scatter_kv(dk, layout, key).to(key.dtype),
+            _scatter_kv(dv, layout, value).to(value.dtype))
