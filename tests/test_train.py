@@ -107,24 +107,23 @@ def test_bad_config_fails_before_training(tmp_path: Path, override: str, message
 
 
 def test_short_run_learns_towards_bayes_ne(tmp_path: Path) -> None:
-    result = run_train(tmp_path, *TINY, "model=dlrm", "trainer.max_steps=150", "trainer.eval_every=75",
-                       "trainer.log_every=25")
+    result = run_train(tmp_path, *TINY, "data.eval_examples=4096", "model=dlrm", "trainer.max_steps=300",
+                       "trainer.eval_every=150", "trainer.log_every=50")
     assert result.returncode == 0, result.stderr[-3000:]
     records = read_metrics(tmp_path)
     train = [r for r in records if r["split"] == "train"]
     evals = [r for r in records if r["split"] == "eval"]
     summary = records[-1]
-    assert [r["step"] for r in evals] == [75, 150]
-    assert [r["step"] for r in train] == [25, 50, 75, 100, 125, 150]
+    assert [r["step"] for r in evals] == [150, 300]
+    assert [r["step"] for r in train] == [50, 100, 150, 200, 250, 300]
     assert all(r["examples_per_sec"] > 0 and math.isfinite(r["loss"]) for r in train)
-    assert summary["split"] == "summary" and summary["step"] == 150
+    assert summary["split"] == "summary" and summary["step"] == 300
+    assert evals[-1]["ne"]["click"] < evals[0]["ne"]["click"]  # still learning
     for task in ("click", "conversion"):
-        ne = [r["ne"][task] for r in evals]
+        ne = evals[-1]["ne"][task]
         bayes = evals[-1]["bayes_ne"][task]
-        assert ne[-1] < 1.0, (task, ne)
-        assert ne[-1] < ne[0] or ne[-1] < 0.95, (task, ne)  # improving (or already well below 1)
-        assert bayes < ne[-1], (task, bayes, ne)  # cannot beat the planted optimum
-        assert 0.5 < evals[-1]["auc"][task] <= 1.0
+        assert bayes < ne < 0.98, (task, bayes, ne)  # learnt something, cannot beat the planted optimum
+        assert 0.6 < evals[-1]["auc"][task] <= 1.0
         assert 0.5 < evals[-1]["calibration"][task] < 2.0
 
 
