@@ -1,7 +1,8 @@
 """DLRM baseline: pooled embeddings + dense MLP -> DCNv2 -> over-arch -> one head per task.
 
 The no-attention baseline: behaviour sequences are sum-pooled into bags, so the model cannot
-relate individual events to the candidate ad.
+relate individual events to the candidate ad. With `use_sequence: false` it has no sequence tables at
+all and ignores `Batch.sequence` (the "no sequence features" arm of the quality experiments).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class DLRMConfig:
     over_arch: list[int] = field(default_factory=lambda: [256, 128])
     head_arch: list[int] = field(default_factory=lambda: [64])
     task_weights: dict[str, float] = field(default_factory=dict)
+    use_sequence: bool = True  # false: no sequence tables, the behaviour sequence is ignored
 
 
 class DLRM(nn.Module):
@@ -46,17 +48,20 @@ class DLRM(nn.Module):
         super().__init__()
         d = cfg.embedding_dim
         self.sparse_arch = bag_collection(schema.sparse, d, prefix="sparse")
-        self.sequence_arch = bag_collection(schema.sequence, d, prefix="seqbag")
-        self.sparse_names, self.sequence_names = list(schema.sparse), list(schema.sequence)
+        self.sequence_arch = bag_collection(schema.sequence, d, prefix="seqbag") if cfg.use_sequence else None
+        self.sparse_names = list(schema.sparse)
+        self.sequence_names = list(schema.sequence) if cfg.use_sequence else []
         self.dense_arch = nn.Sequential(MLP(schema.num_dense, cfg.dense_arch), nn.Linear(cfg.dense_arch[-1], d))
-        num_vectors = 1 + len(schema.sparse) + len(schema.sequence)
+        num_vectors = 1 + len(self.sparse_names) + len(self.sequence_names)
         self.interaction = LowRankCrossNet(num_vectors * d, cfg.dcn_layers, cfg.dcn_low_rank)
         self.over_arch = MLP(num_vectors * d, cfg.over_arch)
         self.heads = TaskHeads(cfg.over_arch[-1], schema.tasks, cfg.head_arch)
 
     def forward(self, batch: Batch) -> torch.Tensor:
         pooled_sparse = stack_features(self.sparse_arch(batch.sparse), self.sparse_names)  # [B, F, d]
-        pooled_sequence = stack_features(self.sequence_arch(batch.sequence), self.sequence_names)  # [B, S, d]
         dense = self.dense_arch(batch.dense)  # [B, d]
-        x = torch.cat([dense, pooled_sparse.flatten(1), pooled_sequence.flatten(1)], dim=1)
+        vectors = [dense, pooled_sparse.flatten(1)]
+        if self.sequence_arch is not None:
+            vectors.append(stack_features(self.sequence_arch(batch.sequence), self.sequence_names).flatten(1))  # [B, S*d]
+        x = torch.cat(vectors, dim=1)
         return self.heads(self.over_arch(self.interaction(x)))
