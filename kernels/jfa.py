@@ -214,6 +214,9 @@ def _select_backend_eagerly(requested: str, query: Tensor, key: Tensor, value: T
     for name in AUTO_ORDER:
         if name == "tlx" and not _is_sm90(query.device):
             reason = f"needs an sm_90 GPU, the tensors are on {query.device}"
+        elif name == "triton" and not query.is_cuda:
+            # The Triton interpreter serves tests, not speed: on CPU the reference is far faster.
+            reason = f"auto runs Triton on CUDA only (the tensors are on {query.device})"
         else:
             reason = _unsupported_reason(name, query, key, value, params)
         if reason is None:
@@ -371,8 +374,8 @@ def jagged_flash_attention(
         broadcast_q: ``query [q_len, Hq, D]`` is one dense sequence shared by all B elements
             (PMA); the output is ``[B*q_len, Hq, D]`` and the query gradient is the batch sum,
             accumulated in float32.
-        backend: "auto" (tlx on sm_90 if importable and supported, else triton on CUDA or under
-            TRITON_INTERPRET=1, else reference), or "tlx" | "triton" | "reference" (raises
+        backend: "auto" (tlx on sm_90 if importable and supported, else triton on CUDA, else
+            reference; the Triton interpreter is used only when "triton" is asked for), or "tlx" | "triton" | "reference" (raises
             ValueError saying why if that backend cannot serve the call).
         deterministic: bitwise reproducible outputs and gradients run to run.
         return_lse: also return the float32 ``[Hq, total_out]`` natural-log logsumexp of the scaled

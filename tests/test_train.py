@@ -106,6 +106,15 @@ def test_bad_config_fails_before_training(tmp_path: Path, override: str, message
     assert not (tmp_path / "metrics.jsonl").exists() or not read_metrics(tmp_path)
 
 
+def test_gem_short_run_learns(tmp_path: Path) -> None:
+    result = run_train(tmp_path, *TINY, "model=gem_tiny", "trainer.max_steps=120", "trainer.eval_every=60",
+                       "trainer.log_every=60")
+    assert result.returncode == 0, result.stderr[-3000:]
+    evals = [r for r in read_metrics(tmp_path) if r["split"] == "eval"]
+    assert evals[-1]["loss"] < evals[0]["loss"]
+    assert evals[-1]["ne"]["click"] < 1.0 and evals[-1]["auc"]["click"] > 0.6
+
+
 def test_short_run_learns_towards_bayes_ne(tmp_path: Path) -> None:
     result = run_train(tmp_path, *TINY, "data.eval_examples=4096", "model=dlrm", "trainer.max_steps=300",
                        "trainer.eval_every=150", "trainer.log_every=50")
@@ -128,13 +137,14 @@ def test_short_run_learns_towards_bayes_ne(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_two_ranks_match_one_rank(tmp_path: Path) -> None:
+@pytest.mark.parametrize("model", ["dlrm", "gem_tiny"])
+def test_two_ranks_match_one_rank(tmp_path: Path, model: str) -> None:
     """Same global batch on 1 and 2 gloo ranks: same examples per step, same initial tables (their
     init depends only on the seed), dense grads averaged by DDP; embedding grads arrive summed over
     ranks, which row-wise Adagrad is invariant to up to eps. What remains is float summation order
     (DDP all-reduce, the embedding all-to-all): measured differences are ~1e-8, the tolerance 1e-5.
     """
-    common = [*TINY, "model=dlrm", "trainer.max_steps=40", "trainer.eval_every=20", "trainer.log_every=20"]
+    common = [*TINY, f"model={model}", "trainer.max_steps=40", "trainer.eval_every=20", "trainer.log_every=20"]
     one = run_train(tmp_path / "one", *common)
     two = run_train(tmp_path / "two", *common, nproc=2)
     assert one.returncode == 0, one.stderr[-3000:]

@@ -22,7 +22,7 @@ from gem.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["data.batch_size=64", "data.eval_examples=1024", "data.seq.max_len=16", "trainer.progress=false",
-        "trainer.tensorboard=false", "model=dlrm"]
+        "trainer.tensorboard=false"]  # model: the default (dlrm) unless a test names one
 
 
 def command(run_dir: Path, *overrides: str, nproc: int = 0) -> list[str]:
@@ -135,8 +135,9 @@ def test_corrupt_and_partial_checkpoints_are_reported_and_skipped(tmp_path: Path
 
 
 @pytest.mark.slow
-def test_two_rank_checkpoint_resumes_on_one_rank(tmp_path: Path) -> None:
-    steps = ["trainer.eval_every=40", "trainer.ckpt_every=20", "trainer.log_every=20"]
+@pytest.mark.parametrize("model", ["dlrm", "gem_tiny"])  # gem_tiny: a sharded EmbeddingCollection too
+def test_two_rank_checkpoint_resumes_on_one_rank(tmp_path: Path, model: str) -> None:
+    steps = ["trainer.eval_every=40", "trainer.ckpt_every=20", "trainer.log_every=20", f"model={model}"]
     run(tmp_path / "straight", "trainer.max_steps=40", *steps)  # 1 rank all the way
     resharded = tmp_path / "resharded"
     run(resharded, "trainer.max_steps=20", *steps, nproc=2)
