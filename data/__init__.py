@@ -13,12 +13,12 @@ class _DropFbgemmVersionTableWarning(logging.Filter):
 logging.getLogger().addFilter(_DropFbgemmVersionTableWarning())
 
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
-from omegaconf.errors import OmegaConfBaseException  # noqa: E402
 
 from data.batch import Batch  # noqa: E402
 from data.schema import Schema  # noqa: E402
 from data.parquet import ParquetConfig, ParquetDataset  # noqa: E402
 from data.synthetic import SyntheticConfig, SyntheticDataset  # noqa: E402
+from gem.config import typed  # noqa: E402
 
 # data.name -> (config dataclass, dataset class)
 _DATASETS = {"synthetic": (SyntheticConfig, SyntheticDataset), "parquet": (ParquetConfig, ParquetDataset)}
@@ -37,13 +37,7 @@ def build_dataset(
     if name not in _DATASETS:
         raise ValueError(f"data.name={name!r} is not one of {sorted(_DATASETS)}")
     config_cls, dataset_cls = _DATASETS[name]
-    try:
-        # resolve first: interpolations may point outside the section
-        merged = OmegaConf.merge(OmegaConf.structured(config_cls), OmegaConf.to_container(section, resolve=True))
-        typed = OmegaConf.to_object(merged)
-    except OmegaConfBaseException as err:
-        raise ValueError(f"invalid data config: {err}") from err
-    return dataset_cls(typed, rank, world_size)
+    return dataset_cls(typed(config_cls, section, "data"), rank, world_size)
 
 
 __all__ = ["Batch", "ParquetConfig", "ParquetDataset", "Schema", "SyntheticConfig", "SyntheticDataset", "build_dataset"]

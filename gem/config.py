@@ -23,6 +23,8 @@ def typed(schema: type[T], section: DictConfig | dict[str, Any] | T, where: str)
     if isinstance(section, schema):
         return section
     try:
+        if isinstance(section, DictConfig):  # resolve first: interpolations may point outside the section
+            section = OmegaConf.to_container(section, resolve=True)
         merged = OmegaConf.merge(OmegaConf.structured(schema), section)
         return OmegaConf.to_object(merged)  # type: ignore[return-value]
     except OmegaConfBaseException as err:
