@@ -61,6 +61,23 @@ def test_every_model_config_composes_and_validates(model: str) -> None:
     typed(AttentionConfig, cfg.attention, "attention")
 
 
+PRESETS = sorted(f"+{p.parent.relative_to(CONF).as_posix()}={p.stem}"
+                 for group in ("experiment", "debug") for p in (CONF / group).rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_preset_composes(preset: str) -> None:
+    cfg = compose_config(preset)
+    typed(TrainerConfig, cfg.trainer, "trainer")
+    assert cfg.data.batch_size > 0
+
+
+def test_debug_preset_trains_on_two_ranks(tmp_path: Path) -> None:
+    result = run_train(tmp_path, "+debug=tiny", "model=gem_tiny", "trainer.progress=false", nproc=2)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert read_metrics(tmp_path)[-1]["split"] == "summary"
+
+
 def test_overrides_reach_the_components() -> None:
     cfg = compose_config("trainer.max_steps=7", "trainer.eval_every=3", "trainer.seed=5", "data.batch_size=32",
                          "data.seed=9", "data.seq.max_len=24", "data.seq.fill=0.25", "model=gem_tiny",
