@@ -132,6 +132,22 @@ def test_gem_short_run_learns(tmp_path: Path) -> None:
     assert evals[-1]["ne"]["click"] < 1.0 and evals[-1]["auc"]["click"] > 0.6
 
 
+def test_golden_loss_curve(tmp_path: Path) -> None:
+    """A refactor must not change the numbers: data, init, model and optimizers reproduce the
+    committed curve (tests/assets/golden_dlrm_tiny.json; regenerate it with its `command` only for an
+    intended change of behaviour). Tolerance: CPU kernels may round differently across machines."""
+    golden = json.loads((ROOT / "tests" / "assets" / "golden_dlrm_tiny.json").read_text())
+    overrides = golden["command"].split()[2:]
+    result = run_train(tmp_path, *overrides, "trainer.progress=false")
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = read_metrics(tmp_path)
+    losses = {str(r["step"]): r["loss"] for r in records if r["split"] == "train"}
+    assert losses == pytest.approx(golden["train_loss"], rel=1e-4)
+    ne = {str(r["step"]): r["ne"] for r in records if r["split"] == "eval"}
+    for step, tasks in golden["eval_ne"].items():
+        assert ne[step] == pytest.approx(tasks, rel=1e-4)
+
+
 def test_short_run_learns_towards_bayes_ne(tmp_path: Path) -> None:
     result = run_train(tmp_path, *TINY, "data.eval_examples=4096", "model=dlrm", "trainer.max_steps=300",
                        "trainer.eval_every=150", "trainer.log_every=50")
