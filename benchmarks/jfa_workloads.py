@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from kernels.common import visible_key_range
+from kernels.common import visible_pairs
 
 PEAK_FLOPS = 788e12  # H200 dense bf16 tensor-core FLOP/s
 PEAK_BYTES_PER_S = 4.3e12  # H200 HBM3e bandwidth, bytes/s
@@ -77,15 +77,6 @@ class Lengths:
         return Lengths(q=q, kv=kv)
 
 
-def visible_pairs(lengths: Lengths, causal: bool, window_size: int | None = None) -> int:
-    """Number of (query, key) pairs with the key visible, summed over the batch."""
-    batch_of_row = torch.repeat_interleave(torch.arange(len(lengths.q)), lengths.q)
-    row_starts = torch.cumsum(lengths.q, 0) - lengths.q
-    q_pos = torch.arange(int(lengths.q.sum())) - row_starts[batch_of_row]
-    lo, hi = visible_key_range(q_pos, lengths.kv[batch_of_row], causal, window_size)
-    return int((hi - lo).clamp_min(0).sum())
-
-
 @dataclass(frozen=True)
 class Cost:
     """FLOPs and minimal HBM bytes of the forward and of forward+backward."""
@@ -114,7 +105,7 @@ def cost(workload: Workload, lengths: Lengths) -> Cost:
     lse = out_rows * workload.heads * LSE_BYTES
     fwd_bytes = q + kv + out + lse
     bwd_bytes = (q + kv + 2 * out + lse) + (q + kv)
-    fwd_flops = 4.0 * workload.heads * workload.head_dim * visible_pairs(lengths, workload.causal)
+    fwd_flops = 4.0 * workload.heads * workload.head_dim * int(visible_pairs(lengths.q, lengths.kv, workload.causal, None).sum())
     return Cost(fwd_flops, fwd_bytes, BACKWARD_FLOP_FACTOR * fwd_flops, fwd_bytes + bwd_bytes)
 
 

@@ -126,3 +126,17 @@ def visible_key_range(
         lo = (q_pos - window_size).clamp_min(0)
         hi = torch.minimum(hi, q_pos + window_size + 1)
     return lo, hi
+
+
+def visible_pairs(q_lengths: Tensor, kv_lengths: Tensor, causal: bool, window_size: int | None) -> Tensor:
+    """Number of (query, key) pairs the mask lets through, per batch element (int64 ``[B]``).
+
+    For cost models (FLOPs = 4·H·D·pairs forward); reads the lengths on the host.
+    """
+    q_lengths, kv_lengths = q_lengths.cpu().long(), kv_lengths.cpu().long()
+    batch_of_row = torch.repeat_interleave(torch.arange(len(q_lengths)), q_lengths)
+    row_starts = torch.cumsum(q_lengths, 0) - q_lengths
+    q_pos = torch.arange(int(q_lengths.sum())) - row_starts[batch_of_row]
+    lo, hi = visible_key_range(q_pos, kv_lengths[batch_of_row], causal, window_size)
+    pairs = torch.zeros(len(q_lengths), dtype=torch.int64)
+    return pairs.index_add_(0, batch_of_row, (hi - lo).clamp_min(0))

@@ -27,6 +27,7 @@ from gem.models.heads import TaskHeads
 from gem.models.interaction import InteractionConfig, build_interaction
 from gem.models.sequence import Jagged, TransformerLayer, positions_from_end, prepend_tokens
 from gem.models.summary import PoolingByAttention, TargetAttention, recent_events
+from kernels.common import visible_pairs
 
 
 @dataclass
@@ -145,20 +146,6 @@ class GEM(nn.Module):
             summaries.append(recent_events(seq, self.cfg.summary.recent_k, event_starts))
         tokens = torch.cat([non_sequence] + [s.to(non_sequence.dtype) for s in summaries], dim=1)
         return self.heads(self.over_arch(self.interaction(tokens)))
-
-
-def visible_pairs(lengths_q: torch.Tensor, lengths_kv: torch.Tensor, causal: bool, window_size: int | None) -> torch.Tensor:
-    """Number of (query, key) pairs the mask lets through, per sequence (int64 [B])."""
-    max_q = int(lengths_q.max().item()) if lengths_q.numel() else 0
-    i = torch.arange(max_q, device=lengths_q.device)[None, :]  # query position
-    kv = lengths_kv[:, None]
-    hi = torch.minimum(i, kv - 1) if causal else kv - 1  # last visible key
-    lo = torch.zeros_like(i)
-    if window_size is not None:
-        hi = torch.minimum(hi, i + window_size)
-        lo = (i - window_size).clamp(min=0)
-    per_row = (hi - lo + 1).clamp(min=0) * (i < lengths_q[:, None])
-    return per_row.sum(dim=1)
 
 
 @dataclass

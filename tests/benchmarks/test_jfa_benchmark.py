@@ -19,7 +19,6 @@ from benchmarks.jfa_workloads import (
     cost,
     make_inputs,
     sample_lengths,
-    visible_pairs,
 )
 from kernels import jagged_flash_attention
 
@@ -39,22 +38,6 @@ def test_sample_lengths_follow_the_fill_semantics(fill: float, low: int, high: i
     lengths = sample_lengths(20000, 1000, fill, torch.Generator().manual_seed(0))
     assert lengths.dtype == torch.int64 and int(lengths.min()) == low and int(lengths.max()) == high
     assert lengths.float().mean().item() / 1000 == pytest.approx(fill, abs=0.01)
-
-
-def _brute_force_pairs(q_lengths: list[int], kv_lengths: list[int], causal: bool, window: int | None) -> int:
-    total = 0
-    for q_len, kv_len in zip(q_lengths, kv_lengths):
-        for i in range(q_len):
-            for j in range(kv_len):
-                total += (not causal or j <= i) and (window is None or abs(i - j) <= window)
-    return total
-
-
-@pytest.mark.parametrize("causal,window", [(False, None), (True, None), (False, 2), (True, 3)])
-def test_visible_pairs_match_brute_force(causal: bool, window: int | None) -> None:
-    q, kv = [3, 0, 7, 5], [4, 6, 0, 9]
-    lengths = Lengths(q=torch.tensor(q), kv=torch.tensor(kv))
-    assert visible_pairs(lengths, causal, window) == _brute_force_pairs(q, kv, causal, window)
 
 
 def test_cost_counts_flops_and_minimal_bytes() -> None:

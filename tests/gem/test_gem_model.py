@@ -12,7 +12,7 @@ from torchrec import EmbeddingBagCollection, EmbeddingCollection
 
 from data.synthetic import SyntheticConfig, SyntheticDataset
 from gem.models.attention import AttentionConfig
-from gem.models.gem import GEM, GEMConfig, SequenceArchConfig, SummaryConfig, gem_flops, visible_pairs
+from gem.models.gem import GEM, GEMConfig, SequenceArchConfig, SummaryConfig, gem_flops
 from gem.models.heads import weighted_bce
 from gem.models.interaction import InteractionConfig
 
@@ -116,17 +116,6 @@ def test_backends_compute_the_same_function(variant: dict) -> None:
         assert grads.keys() == ref_grads.keys()
         for name in ref_grads:
             torch.testing.assert_close(grads[name], ref_grads[name], rtol=1e-4, atol=1e-5, msg=f"{backend} d{name}")
-
-
-def test_visible_pairs_counts_the_mask() -> None:
-    lengths = torch.tensor([0, 1, 5, 7])
-    for causal in (False, True):
-        for window in (None, 0, 2):
-            expected = []
-            for n in lengths.tolist():
-                expected.append(sum(1 for i in range(n) for j in range(n)
-                                    if (not causal or j <= i) and (window is None or abs(i - j) <= window)))
-            assert visible_pairs(lengths, lengths, causal, window).tolist() == expected
 
 
 @pytest.mark.parametrize("interaction", ["dcn", "wukong"])
