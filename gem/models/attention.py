@@ -18,6 +18,7 @@ from typing import Callable, Protocol
 import torch
 import torch.nn.functional as F
 
+from gem.models.jagged import row_positions
 from kernels import jagged_flash_attention
 
 JFA_BACKENDS = ("auto", "reference", "triton", "tlx")
@@ -74,16 +75,9 @@ def _expand_kv_heads(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     return key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
 
 
-def _row_positions(offsets: torch.Tensor, total: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(batch index, position within its sequence) of every jagged row, without a host sync."""
-    lengths = offsets[1:] - offsets[:-1]
-    batch_ids = torch.repeat_interleave(torch.arange(lengths.numel(), device=offsets.device), lengths, output_size=total)
-    return batch_ids, torch.arange(total, device=offsets.device) - offsets[batch_ids]
-
-
 def _pad(values: torch.Tensor, offsets: torch.Tensor, max_len: int) -> torch.Tensor:
     """Jagged [total, H, D] -> zero-padded [B, H, max_len, D]."""
-    batch_ids, pos = _row_positions(offsets, values.shape[0])
+    batch_ids, pos = row_positions(offsets, values.shape[0])
     padded = values.new_zeros(offsets.numel() - 1, max_len, *values.shape[1:])
     padded = padded.index_put((batch_ids, pos), values)
     return padded.transpose(1, 2)
@@ -120,7 +114,7 @@ def _sdpa_padded(query, key, value, query_offset, key_offset, max_seq_len_q, max
     out = F.scaled_dot_product_attention(q_pad, k_pad, v_pad, attn_mask=safe_mask[:, None])
     out = out * has_key[:, None].to(out.dtype)
     total_q = query.shape[0] * (key_offset.numel() - 1) if broadcast_q else query.shape[0]
-    batch_ids, pos = _row_positions(query_offset, total_q)
+    batch_ids, pos = row_positions(query_offset, total_q)
     return out.transpose(1, 2)[batch_ids, pos]
 
 
@@ -142,5 +136,5 @@ def _varlen(query, key, value, query_offset, key_offset, max_seq_len_q, max_seq_
                       max_seq_len_q, max_seq_len_kv, window_size=(left, right))
     # Rows of a query sequence whose key sequence is empty: 0, as in every other backend.
     k_lengths = key_offset[1:] - key_offset[:-1]
-    batch_ids, _ = _row_positions(query_offset, out.shape[0])
+    batch_ids, _ = row_positions(query_offset, out.shape[0])
     return out * (k_lengths[batch_ids] > 0)[:, None, None].to(out.dtype)

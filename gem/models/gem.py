@@ -25,7 +25,8 @@ from gem.models.attention import AttentionConfig, attention_function
 from gem.models.embeddings import bag_collection, sequence_collection, stack_features
 from gem.models.heads import TaskHeads
 from gem.models.interaction import InteractionConfig, build_interaction
-from gem.models.sequence import Jagged, TransformerLayer, positions_from_end, prepend_tokens
+from gem.models.jagged import Jagged, positions_from_end
+from gem.models.sequence import TransformerLayer, prepend_tokens
 from gem.models.summary import PoolingByAttention, TargetAttention, recent_events
 from kernels.common import visible_pairs
 

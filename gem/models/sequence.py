@@ -12,35 +12,11 @@ never appears on the sequence path.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import nn
 
 from gem.models.attention import JaggedAttention
-
-
-@dataclass
-class Jagged:
-    """Packed rows `values [total, d]` of B sequences delimited by `offsets [B+1]`."""
-
-    values: torch.Tensor
-    offsets: torch.Tensor
-    max_len: int
-
-    @property
-    def lengths(self) -> torch.Tensor:
-        return self.offsets[1:] - self.offsets[:-1]
-
-    def with_values(self, values: torch.Tensor) -> "Jagged":
-        return Jagged(values, self.offsets, self.max_len)
-
-
-def positions_from_end(offsets: torch.Tensor, total: int) -> torch.Tensor:
-    """For every row, how many events came after it in its sequence (0 = most recent)."""
-    lengths = offsets[1:] - offsets[:-1]
-    batch_ids = torch.repeat_interleave(torch.arange(lengths.numel(), device=offsets.device), lengths, output_size=total)
-    return offsets[1:][batch_ids] - 1 - torch.arange(total, device=offsets.device)
+from gem.models.jagged import Jagged
 
 
 def prepend_tokens(seq: Jagged, tokens: torch.Tensor) -> Jagged:

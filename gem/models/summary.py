@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from gem.models.attention import JaggedAttention
-from gem.models.sequence import Jagged
+from gem.models.jagged import Jagged
 
 
 class _CrossAttention(nn.Module):
