@@ -171,6 +171,22 @@ def test_sigterm_checkpoints_and_exits_cleanly(tmp_path: Path) -> None:
     assert verify(saved)["position"]["step"] == summary["step"]
 
 
+@pytest.mark.slow
+def test_sigterm_to_every_rank_under_torchrun(tmp_path: Path) -> None:
+    """A scheduler's preemption notice reaches every worker: the ranks agree on the step to stop
+    at, write one checkpoint together, and all exit 0 (so torchrun does too)."""
+    overrides = ["trainer.max_steps=100000", "trainer.eval_every=0", "trainer.ckpt_every=20"]
+    proc = start_and_wait_for(tmp_path, 20, *overrides, nproc=2)
+    workers = [pid for pid in descendants(proc.pid) if "train.py" in Path(f"/proc/{pid}/cmdline").read_text()]
+    assert len(workers) == 2
+    for pid in workers:
+        os.kill(pid, signal.SIGTERM)
+    assert proc.wait(timeout=180) == 0
+    summary = records(tmp_path, "summary")[-1]
+    assert summary["preempted"] is True and summary["world_size"] == 2
+    assert verify(tmp_path / "checkpoints" / f"step_{summary['step']:08d}")["world_size"] == 2
+
+
 # ---------------------------------------------------------------- non-finite policies (in-process)
 
 
