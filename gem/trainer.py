@@ -90,6 +90,8 @@ class Trainer:
         self.run_dir = run_dir
         self.log = RunLog(run_dir, self.env.is_main, self.cfg.max_steps, self.global_batch_size,
                           tensorboard=self.cfg.tensorboard, progress=self.cfg.progress)
+        if hasattr(self.dataset, "bad_row_counts"):  # on-disk data: malformed rows are reported, never hidden
+            self.log.write({"step": 0, "split": "data", "bad_rows": self.dataset.bad_row_counts()})
         self.checkpointer = Checkpointer(run_dir / "checkpoints", self.cfg.keep_ckpts)
         self.nonfinite_watch = NonFiniteWatch(self.device)
         self.preemption = PreemptionFlag()

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
@@ -130,6 +131,56 @@ def test_gem_short_run_learns(tmp_path: Path) -> None:
     evals = [r for r in read_metrics(tmp_path) if r["split"] == "eval"]
     assert evals[-1]["loss"] < evals[0]["loss"]
     assert evals[-1]["ne"]["click"] < 1.0 and evals[-1]["auc"]["click"] > 0.6
+
+
+def test_trains_on_parquet_data_and_reports_bad_rows(tmp_path: Path) -> None:
+    """The on-disk path end to end: a user's Parquet files + a schema in their own config dir;
+    a malformed row (id outside its vocabulary) is skipped and reported in metrics.jsonl."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(0)
+
+    def rows(n: int) -> pa.Table:
+        lengths = rng.integers(0, 6, n)
+        click = rng.integers(0, 2, n)
+        return pa.table({
+            "user": rng.integers(0, 20, n), "ad": rng.integers(0, 9, n),
+            "seq_item": [rng.integers(0, 30, k).tolist() for k in lengths],
+            "x": rng.normal(size=n), "click": click, "buy": click * rng.integers(0, 2, n),
+        })
+
+    train = rows(400)
+    train = train.set_column(0, "user", pa.array([25] + train["user"].to_pylist()[1:]))  # row 0: id >= vocab 20
+    (tmp_path / "data").mkdir()
+    pq.write_table(train, tmp_path / "data" / "train.parquet", row_group_size=64)
+    pq.write_table(rows(128), tmp_path / "data" / "eval.parquet")
+    conf = tmp_path / "conf" / "data"
+    conf.mkdir(parents=True)
+    (conf / "mine.yaml").write_text(f"""
+name: parquet
+batch_size: 32
+root: {tmp_path / 'data'}
+train: [train.parquet]
+eval: [eval.parquet]
+seq_max_len: 4
+bad_rows: skip
+features:
+  sparse: {{user: 20, ad: 9}}
+  candidate: [ad]
+  sequence: {{seq_item: 30}}
+  dense: [x]
+  labels: [click, buy]
+""")
+    result = run_train(tmp_path / "run", f"--config-dir={tmp_path / 'conf'}", "data=mine", "model=gem_tiny",
+                       "trainer.max_steps=12", "trainer.eval_every=6", "trainer.progress=false",
+                       "trainer.tensorboard=false")
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = read_metrics(tmp_path / "run")
+    data_record = next(r for r in records if r["split"] == "data")
+    assert sum(data_record["bad_rows"]["train"].values()) == 1
+    evals = [r for r in records if r["split"] == "eval"]
+    assert set(evals[-1]["ne"]) == {"click", "buy"} and "bayes_ne" not in evals[-1]
 
 
 def test_golden_loss_curve(tmp_path: Path) -> None:
