@@ -216,8 +216,9 @@ def sweep_commands(runs: list[Run]) -> list[str]:
     for run in runs:
         multirun = next((p / "multirun.yaml" for p in run.path.parents if (p / "multirun.yaml").exists()), None)
         if multirun is not None:
-            task = ((_read_yaml(multirun) or {}).get("hydra") or {}).get("overrides", {}).get("task", [])
-            command = "python train.py -m " + " ".join(shlex.quote(str(o)) for o in task)
+            overrides = ((_read_yaml(multirun) or {}).get("hydra") or {}).get("overrides", {})
+            given = [*overrides.get("task", []), *(o for o in overrides.get("hydra", []) if not str(o).startswith("hydra.mode="))]
+            command = "python train.py -m " + " ".join(shlex.quote(str(o)) for o in given)
             where = multirun.parent
         else:
             command = "python train.py " + " ".join(shlex.quote(o) for o in (*run.overrides, run.seed))

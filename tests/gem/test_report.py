@@ -58,8 +58,9 @@ def sweeps(tmp_path: Path) -> tuple[Path, Path]:
     """A synthetic sweep (2 arms x 3 seeds, plus one unfinished job) and a MovieLens sweep."""
     synth = tmp_path / "multirun" / "2025-01-01" / "10-00-00"
     synth.mkdir(parents=True)
-    (synth / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {"overrides": {"task": [
-        "+experiment=quality_synthetic", "+experiment/arm=gem_pma,dlrm", "trainer.seed=0,1,2"]}}}))
+    (synth / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {"overrides": {
+        "hydra": ["hydra.sweep.dir=multirun/x", "hydra.mode=MULTIRUN"],
+        "task": ["+experiment=quality_synthetic", "+experiment/arm=gem_pma,dlrm", "trainer.seed=0,1,2"]}}}))
     num = 0
     for arm in ("gem_pma", "dlrm"):
         for seed in range(3):
@@ -140,7 +141,8 @@ def test_markdown_and_plots_are_written_and_regenerated_in_place(sweeps, tmp_pat
     assert "| `arm=gem_pma` | 0.6300 ± 0.0265 |" in text  # click NE, synthetic
     assert "gap to Bayes NE (%)" in text and "Bayes-optimal NE on this eval split: click 0.6000" in text
     assert "-0.0800 (> seed std)" in text
-    assert "python train.py -m +experiment=quality_synthetic +experiment/arm=gem_pma,dlrm trainer.seed=0,1,2" in text
+    assert ("python train.py -m +experiment=quality_synthetic +experiment/arm=gem_pma,dlrm trainer.seed=0,1,2 "
+            f"hydra.sweep.dir=multirun/x   # -> {sweeps[0]}") in text
     assert "Left out (no summary line" in text and str(sweeps[0] / "6") in text
     assert "### movielens" in text and "| `arm=no_seq` | 0.9000 ± 0.0000 |" in text
     assert "2,000" in text  # examples per run: 20 steps x 100
