@@ -184,7 +184,9 @@ class Trainer:
         start = time.perf_counter()
         batches = self.dataset.train_batches(start_step=self.step)
         rates: list[float] = []
-        loss_sum, num_steps, interval_start = torch.zeros((), device=self.device), 0, time.perf_counter()
+        loss_sum, num_steps = torch.zeros((), device=self.device), 0
+        # Throughput counts only training time: the clock and its step count restart after eval/save.
+        timed_steps, interval_start = 0, time.perf_counter()
         last_eval: dict[str, Any] = {}
         self.model.train()
         preempted = False
@@ -192,6 +194,7 @@ class Trainer:
             batch = next(batches).to(self.device, non_blocking=True)
             loss = self.train_step(batch)
             self.step += 1
+            timed_steps += 1
             if loss is not None:
                 loss_sum += loss
                 num_steps += 1
@@ -199,24 +202,24 @@ class Trainer:
             done = self.step == self.cfg.max_steps
             if (self.step % self.cfg.log_every == 0 or done) and num_steps:
                 loss = mean_over_ranks(loss_sum / num_steps).item()
-                rate = num_steps * self.global_batch_size / (time.perf_counter() - interval_start)
+                rate = timed_steps * self.global_batch_size / (time.perf_counter() - interval_start)
                 rates.append(rate)
                 lr = self.scheduler.get_last_lr()[0]
                 self.log.write({"step": self.step, "split": "train", "loss": loss, "examples_per_sec": rate, "lr": lr})
                 self.log.advance(0, loss=loss)
                 loss_sum.zero_()
-                num_steps = 0
+                num_steps = timed_steps = 0
                 interval_start = time.perf_counter()
             if (self.cfg.eval_every and self.step % self.cfg.eval_every == 0) or done:
                 last_eval = self.evaluate()
-                interval_start = time.perf_counter()  # eval time is not training throughput
+                timed_steps, interval_start = 0, time.perf_counter()
             if self._should_stop():
                 preempted = True
                 self.save_checkpoint()
                 break
             if self.cfg.ckpt_every and (self.step % self.cfg.ckpt_every == 0 or done):
                 self.save_checkpoint()
-                interval_start = time.perf_counter()
+                timed_steps, interval_start = 0, time.perf_counter()
         if not last_eval:  # resumed at max_steps: nothing left to train, report the final model
             last_eval = self.evaluate()
         summary = {
