@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# End-to-end GPU work in one device call (issues 3, 6 and 9), run from the repo root on the H200 host
+# after the kernels and stack bundles are staged (../shared/gpu/README.md). Writes logs and tables
+# under $OUT. Pick the stages with STAGES (space separated, in this order):
+#   smoke   tests/gem/test_gpu_training.py: a few steps per attention backend, and no host sync in a step
+#   suite   the whole test suite on the GPU (pytest-xdist: Triton compilation runs in parallel)
+#   tput    benchmarks.train_throughput (TPUT_ARGS: its arguments)
+#   scale   train.py under torchrun on 1 and 2 GPUs: same global batch (metrics must agree) and
+#           same per-GPU batch (scaling efficiency); SCALE_ARGS: extra Hydra overrides
+set -u
+bash .gpu/tools/unpack.sh >/dev/null && export PYTHONPATH=/tmp/gpu-site:$PWD || exit 1
+export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/tcache OMP_NUM_THREADS=2
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+STAGES=${STAGES:-smoke tput scale}
+t0=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
+nvidia-smi --query-gpu=index,name,clocks.sm,memory.used,utilization.gpu --format=csv,noheader
+python -c "import torch, triton, torchrec, fbgemm_gpu; print('torch', torch.__version__, 'triton', triton.__version__, 'torchrec', torchrec.__version__)"
+
+for stage in $STAGES; do
+  case $stage in
+  smoke)
+    stamp smoke
+    timeout ${SMOKE_TIMEOUT:-300} python -m pytest -q -x -p no:cacheprovider tests/gem/test_gpu_training.py \
+      2>&1 | tee "$OUT/smoke.log" | tail -30 ;;
+  suite)
+    stamp suite
+    timeout ${SUITE_TIMEOUT:-420} python -m pytest -q -p no:cacheprovider -n ${SUITE_WORKERS:-12} \
+      ${SUITE_PATHS:-tests} 2>&1 | tee "$OUT/suite.log" | tail -40 ;;
+  tput)
+    stamp tput
+    timeout ${TPUT_TIMEOUT:-420} python -m benchmarks.train_throughput --out-dir "$OUT" ${TPUT_ARGS:-} \
+      2>&1 | tee "$OUT/tput.log" | grep -v "^W1\|Warning" | tail -30 ;;
+  scale)
+    stamp scale
+    # base preset of benchmarks/train_throughput.py; per-GPU batch 1024
+    common="model=gem_base data.seq.max_len=1000 data.num_workers=6 data.eval_examples=16384
+      data.vocab.seq_item=1000000 data.vocab.user_id=1000000 data.vocab.ad_id=100000 trainer.progress=false
+      trainer.tensorboard=false trainer.resume=none trainer.eval_every=0 trainer.log_every=20 ${SCALE_ARGS:-}"
+    for run in "1 2048" "2 2048" "1 1024"; do
+      set -- $run
+      dir=/tmp/scale_n$1_b$2
+      timeout ${SCALE_TIMEOUT:-200} torchrun --standalone --nproc_per_node=$1 train.py $common \
+        data.batch_size=$2 hydra.run.dir=$dir > "$dir.log" 2>&1
+      echo "nproc=$1 batch=$2 rc=$? $(grep -h '"split": "summary"' $dir/metrics.jsonl 2>/dev/null)"
+      tail -3 "$dir.log" | grep -i "error" ;
+    done 2>&1 | tee "$OUT/scale.log" ;;
+  *) echo "unknown stage $stage"; exit 2 ;;
+  esac
+done
+stamp done
