@@ -4,7 +4,9 @@
 # under $OUT. Pick the stages with STAGES (space separated, in this order):
 #   smoke   tests/gem/test_gpu_training.py: a few steps per attention backend, and no host sync in a step
 #   suite   the whole test suite on the GPU (pytest-xdist: Triton compilation runs in parallel)
-#   tput    benchmarks.train_throughput (TPUT_ARGS: its arguments)
+#   tput    benchmarks.train_throughput (TPUT_ARGS: its arguments); with TPUT_FILLS="0.1,0.5 0.9" one
+#           process per GPU, each on its own fills (tables train_throughput_gpuN.*, merged afterwards)
+#   nosync  the no-host-sync smoke tests alone
 #   scale   train.py under torchrun on 1 and 2 GPUs: same global batch (metrics must agree) and
 #           same per-GPU batch (scaling efficiency); SCALE_ARGS: extra Hydra overrides
 set -u
@@ -29,8 +31,23 @@ for stage in $STAGES; do
       ${SUITE_PATHS:-tests} 2>&1 | tee "$OUT/suite.log" | tail -40 ;;
   tput)
     stamp tput
-    timeout ${TPUT_TIMEOUT:-420} python -m benchmarks.train_throughput --out-dir "$OUT" ${TPUT_ARGS:-} \
-      2>&1 | tee "$OUT/tput.log" | grep -v "^W1\|Warning" | tail -30 ;;
+    if [ -z "${TPUT_FILLS:-}" ]; then
+      timeout ${TPUT_TIMEOUT:-420} python -m benchmarks.train_throughput --out-dir "$OUT" ${TPUT_ARGS:-} \
+        2>&1 | tee "$OUT/tput.log" | grep -v "^W1\|Warning" | tail -30
+    else
+      gpu=0
+      for fills in $TPUT_FILLS; do
+        CUDA_VISIBLE_DEVICES=$gpu timeout ${TPUT_TIMEOUT:-420} python -m benchmarks.train_throughput \
+          --out-dir "$OUT" --name gpu$gpu --fills $fills ${TPUT_ARGS:-} > /tmp/tput_gpu$gpu.log 2>&1 &
+        gpu=$((gpu + 1))
+      done
+      wait
+      cat /tmp/tput_gpu*.log > "$OUT/tput.log"; grep -h "built in\|^| \|error" /tmp/tput_gpu*.log
+    fi ;;
+  nosync)
+    stamp nosync
+    timeout ${SMOKE_TIMEOUT:-300} python -m pytest -q -x -p no:cacheprovider tests/gem/test_gpu_training.py \
+      -k no_host_sync 2>&1 | tee "$OUT/nosync.log" | grep -v "Warning\|warn" | tail -40 ;;
   scale)
     stamp scale
     # base preset of benchmarks/train_throughput.py; per-GPU batch 1024

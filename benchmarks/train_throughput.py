@@ -40,7 +40,7 @@ PEAK_FLOPS = 788e12  # bf16 matmul rate measured on the H200 (8192^3 on random d
 # 4 attention layers, a 128-query PMA (head dim 128).
 PRESETS = {
     "base": ["model=gem_base", "data.batch_size=1024", "data.seq.max_len=1000", "data.num_workers=8",
-             "data.eval_examples=1024", "data.vocab.seq_item=1000000", "data.vocab.user_id=1000000",
+             "data.eval_examples=8192", "data.vocab.seq_item=1000000", "data.vocab.user_id=1000000",
              "data.vocab.ad_id=100000"],
     "tiny": ["model=gem_tiny", "data.batch_size=64", "data.seq.max_len=32", "data.eval_examples=64"],
 }
@@ -61,6 +61,7 @@ class Row:
     peak_gib: float = float("nan")
     tflops: float = float("nan")
     mfu_pct: float = float("nan")
+    eval_ne: float = float("nan")  # first task's eval NE after warmup + steps + profile steps
 
 
 def _category(kernel_name: str) -> str:
@@ -112,8 +113,10 @@ def measure(overrides: list[str], backend: str, fill: float, warmup: int, steps:
         cfg = compose(config_name="config", overrides=[*overrides, f"attention.backend={backend}",
                                                        f"data.seq.fill={fill}", "trainer.progress=false",
                                                        "trainer.tensorboard=false", "trainer.resume=none"])
+    built = time.perf_counter()
     trainer = Trainer(cfg, Path("/tmp/gem_throughput"))
     try:
+        print(f"[{backend} fill {fill}] built in {time.perf_counter() - built:.0f}s", file=sys.stderr, flush=True)
         assert isinstance(trainer.model.module, GEM), "the throughput benchmark is for GEM models"
         batches = trainer.dataset.train_batches()
         on_gpu = trainer.device.type == "cuda"
@@ -130,10 +133,12 @@ def measure(overrides: list[str], backend: str, fill: float, warmup: int, steps:
         step_s = statistics.median(times)
         split = _profile_split(trainer, batches, profile_steps)
         tflops = statistics.median(f / t for f, t in zip(flops, times)) / 1e12
+        # Same seed, same batches, same number of steps for every backend: NE must agree within noise.
+        eval_ne = next(iter(trainer.evaluate()["ne"].values()))
         return Row(backend, fill, "ok", trainer.global_batch_size / step_s, step_s * 1e3, split["embeddings"],
                    split["attention"], split["rest"],
                    torch.cuda.max_memory_allocated() / 2**30 if on_gpu else float("nan"),
-                   tflops, 100.0 * tflops * 1e12 / PEAK_FLOPS)
+                   tflops, 100.0 * tflops * 1e12 / PEAK_FLOPS, eval_ne)
     except Exception as error:  # noqa: BLE001 - a backend that cannot run is a result, not a crash
         return Row(backend, fill, f"error: {type(error).__name__}: {str(error).splitlines()[0][:120]}")
     finally:
@@ -155,11 +160,12 @@ def write_reports(rows: list[Row], out_dir: Path, name: str, argv: list[str]) ->
              f"- command: `python -m benchmarks.train_throughput {shlex.join(argv)}`",
              f"- date: {datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}; torch {torch.__version__}",
              "- examples/s: median over timed steps; split: share of profiled device time; MFU against 788 TFLOP/s\n",
-             "| backend | fill | examples/s | step ms | embeddings % | attention % | rest % | peak GiB | TFLOP/s | MFU % | status |",
-             "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
+             "| backend | fill | examples/s | step ms | embeddings % | attention % | rest % | peak GiB | TFLOP/s | MFU % | eval NE | status |",
+             "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
     for r in rows:
         lines.append(f"| {r.backend} | {r.fill} | {r.examples_per_sec:.0f} | {r.step_ms:.1f} | {r.embeddings_pct:.1f} | "
-                     f"{r.attention_pct:.1f} | {r.rest_pct:.1f} | {r.peak_gib:.1f} | {r.tflops:.1f} | {r.mfu_pct:.1f} | {r.status} |")
+                     f"{r.attention_pct:.1f} | {r.rest_pct:.1f} | {r.peak_gib:.1f} | {r.tflops:.1f} | {r.mfu_pct:.1f} | "
+                     f"{r.eval_ne:.4f} | {r.status} |")
     (out_dir / f"train_throughput_{name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

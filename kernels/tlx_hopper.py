@@ -215,7 +215,7 @@ DKDV_STEP = 64      # query rows per dk/dv step
 def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, params,
              config: BwdConfig | None = None):
     """Gradients (dq, dk, dv) of `forward`; dq of broadcast_q is the batch sum (fp32 accumulate)."""
-    from kernels.tlx_hopper_bwd import (_bwd_preprocess_kernel, _dq_reduce_kernel,
+    from kernels.tlx_hopper_bwd import (_jfa_bwd_preprocess_kernel, _jfa_dq_reduce_kernel,
                                         jfa_bwd_dkdv_kernel, jfa_bwd_dq_kernel)
     from kernels.tlx_schedule import build_schedule
 
@@ -245,7 +245,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     n_sm = GRID_OVERRIDE or _num_sms(query.device.index or 0)
 
     delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
-    _bwd_preprocess_kernel[(triton_cdiv(total_out, 64), hq)](
+    _jfa_bwd_preprocess_kernel[(triton_cdiv(total_out, 64), hq)](
         out, grad_out, delta, total_out, hq, HEAD_DIM=d, BLOCK_R=64, num_warps=4)
 
     desc_q = _descriptor(query, query.shape[0], 64)
@@ -295,7 +295,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         CONSUMER_REGS=cfg.dq_regs, CAUSAL=causal, HAS_WINDOW=window is not None,
         BROADCAST_Q=broadcast, RESIDENT=resident, num_warps=4, num_stages=1)
     if broadcast and resident:
-        _dq_reduce_kernel[(triton_cdiv(bm, 64), pairs)](
+        _jfa_dq_reduce_kernel[(triton_cdiv(bm, 64), pairs)](
             part, dq, q_len, hq, cpp, HEAD_DIM=d, BLOCK_M=bm, BLOCK_R=64, num_warps=4)
     elif broadcast:
         dq = acc.to(query.dtype)

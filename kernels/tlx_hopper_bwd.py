@@ -14,13 +14,13 @@ Two warp-specialised persistent passes, no atomics on dK/dV, deterministic excep
    q-block); per KV block S = Q K^T, dP = dO V^T, dS = P (dP - delta), dQ += dS K, dQ kept in
    registers. With broadcast_q in the forward's "resident" mode a CTA owns one (head, q-block) for
    the whole launch and accumulates dQ over all its batches; it writes one fp32 partial, and
-   `_dq_reduce_kernel` sums the partials of a pair in a fixed order (deterministic). Without it
+   `_jfa_dq_reduce_kernel` sums the partials of a pair in a fixed order (deterministic). Without it
    (more pairs than SMs) each tile reduce-adds into an fp32 buffer with atomics (not deterministic;
    `tlx_hopper.supports` declines deterministic=True there).
 
 Masking: query rows past qlen and rows that see no key get LSE' = +inf, so P = 0 there without a
 mask; the causal/window (and, in the dq pass, klen) masks are applied with tl.where on P.
-delta = rowsum(dO * O) comes from `_bwd_preprocess_kernel`.
+delta = rowsum(dO * O) comes from `_jfa_bwd_preprocess_kernel`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ LOG2E = tl.constexpr(1.4426950408889634)
 
 
 @triton.jit
-def _bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, total_out, H, HEAD_DIM: tl.constexpr,
+def _jfa_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, total_out, H, HEAD_DIM: tl.constexpr,
                            BLOCK_R: tl.constexpr):
     """delta[h, r] = sum_d O[r, h, d] * dO[r, h, d] in fp32."""
     h = tl.program_id(1)
@@ -321,14 +321,14 @@ def jfa_bwd_dq_kernel(
                         ok = rows < qlen
                         offs = rows.to(tl.int64)[:, None] * (H * HEAD_DIM) + h * HEAD_DIM + offs_d[None, :]
                         tl.atomic_add(dq_acc_ptr + offs, dq * sm_scale, mask=ok[:, None], sem="relaxed")
-            if RESIDENT:  # one fp32 partial per CTA: rows of its q-block, summed by _dq_reduce_kernel
+            if RESIDENT:  # one fp32 partial per CTA: rows of its q-block, summed by _jfa_dq_reduce_kernel
                 prow = cid * BM_SPLIT + tl.arange(0, BM_SPLIT)
                 offs = (pid * BLOCK_M + prow).to(tl.int64)[:, None] * HEAD_DIM + offs_d[None, :]
                 tl.store(dq_ptr + offs, dq * sm_scale)
 
 
 @triton.jit
-def _dq_reduce_kernel(part_ptr, dq_ptr, q_len, H, ctas_per_pair, HEAD_DIM: tl.constexpr,
+def _jfa_dq_reduce_kernel(part_ptr, dq_ptr, q_len, H, ctas_per_pair, HEAD_DIM: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
     """dq[i, h] = sum over the CTAs of pair (h, q-block of i) of their partials, in CTA order."""
     pair = tl.program_id(1)            # = mb * H + h, the resident pair index

@@ -147,7 +147,7 @@ def n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT: tl.constexpr):
 
 
 @triton.jit
-def _schedule_kernel(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, window,
+def _jfa_schedule_kernel(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, window,
                      CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
                      KV_STATIONARY: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      BLOCK: tl.constexpr):
@@ -182,7 +182,7 @@ def _schedule_kernel(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, wind
 
 def _schedule_torch(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, block_m,
                     block_n, kv_stationary):
-    """Same keys as `_schedule_kernel`, with torch ops (large batches); no host sync."""
+    """Same keys as `_jfa_schedule_kernel`, with torch ops (large batches); no host sync."""
     dev = k_off.device
     e = torch.arange(B * num_mb, device=dev, dtype=torch.int64)
     b, mb = e // num_mb, e % num_mb
@@ -233,7 +233,7 @@ def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, 
     tile_entry = torch.empty(n, device=k_off.device, dtype=torch.int32)
     n_entries = torch.empty(1, device=k_off.device, dtype=torch.int32)
     block = max(16, triton.next_power_of_2(n))
-    _schedule_kernel[(1,)](
+    _jfa_schedule_kernel[(1,)](
         q_off if q_off is not None else k_off, k_off, tile_entry, n_entries, B, q_len, num_mb,
         0 if window is None else window, CAUSAL=causal, HAS_WINDOW=window is not None,
         BROADCAST_Q=broadcast_q, KV_STATIONARY=kv_stationary, BLOCK_M=block_m, BLOCK_N=block_n,
