@@ -205,9 +205,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     register_resolvers()
     overrides = [*PRESETS[args.preset], f"trainer.device={args.device}", *args.overrides]
-    rows = [measure(overrides, backend, float(fill), args.warmup, args.steps, args.profile_steps)
-            for fill in args.fills.split(",") for backend in args.backends.split(",")]
-    write_reports(rows, args.out_dir, args.name, argv)
+    rows = []
+    for fill in args.fills.split(","):
+        for backend in args.backends.split(","):
+            rows.append(measure(overrides, backend, float(fill), args.warmup, args.steps, args.profile_steps))
+            write_reports(rows, args.out_dir, args.name, argv)  # after every row: a killed run keeps its rows
 
 
 if __name__ == "__main__":
