@@ -8,7 +8,8 @@
 #           process per GPU, each on its own fills (tables train_throughput_gpuN.*, merged afterwards)
 #   nosync  the no-host-sync smoke tests alone
 #   scale   train.py under torchrun on 1 and 2 GPUs: same global batch (metrics must agree) and
-#           same per-GPU batch (scaling efficiency); SCALE_ARGS: extra Hydra overrides
+#           same per-GPU batch (scaling efficiency); SCALE_RUNS="nproc:batch ..."; SCALE_ARGS: extra
+#           Hydra overrides
 set -u
 bash .gpu/tools/unpack.sh >/dev/null && export PYTHONPATH=/tmp/gpu-site:$PWD || exit 1
 export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/tcache OMP_NUM_THREADS=2
@@ -54,12 +55,13 @@ for stage in $STAGES; do
     common="model=gem_base data.seq.max_len=1000 data.num_workers=6 data.eval_examples=16384
       data.vocab.seq_item=1000000 data.vocab.user_id=1000000 data.vocab.ad_id=100000 trainer.progress=false
       trainer.tensorboard=false trainer.resume=none trainer.eval_every=0 trainer.log_every=20 ${SCALE_ARGS:-}"
-    for run in "1 2048" "2 2048" "1 1024"; do
-      set -- $run
+    for run in ${SCALE_RUNS:-1:2048 2:2048 1:1024}; do  # nproc:global batch
+      set -- ${run/:/ }
       dir=/tmp/scale_n$1_b$2
       timeout ${SCALE_TIMEOUT:-200} torchrun --standalone --nproc_per_node=$1 train.py $common \
         data.batch_size=$2 hydra.run.dir=$dir > "$dir.log" 2>&1
       echo "nproc=$1 batch=$2 rc=$? $(grep -h '"split": "summary"' $dir/metrics.jsonl 2>/dev/null)"
+      cp $dir/metrics.jsonl "$OUT/scale_n$1_b$2.jsonl" 2>/dev/null
       tail -3 "$dir.log" | grep -i "error" ;
     done 2>&1 | tee "$OUT/scale.log" ;;
   *) echo "unknown stage $stage"; exit 2 ;;

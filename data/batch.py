@@ -32,6 +32,14 @@ class Batch:
     dense: torch.Tensor
     labels: torch.Tensor
 
+    def __post_init__(self) -> None:
+        # TorchRec's input distribution needs each key's total length on the host. Computed here,
+        # where the batch is built on the CPU, it travels with the KJT through pin_memory() and
+        # .to(cuda); left for later it is a device->host sync inside every training step.
+        for kjt in (self.sparse, self.sequence):
+            if kjt.values().device.type == "cpu":
+                kjt.sync()
+
     @property
     def batch_size(self) -> int:
         return self.dense.shape[0]

@@ -7,7 +7,11 @@ host syncs and, on CPU, by calling the asynchronous check directly.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +22,7 @@ from kernels import jfa as front_door
 from tests.kernels.jfa_oracle import DEVICE, ON_GPU, offsets_of
 
 LENGTHS = (3, 0, 5)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _call(**overrides: Any) -> None:
@@ -95,7 +100,11 @@ INVALID_CALLS: dict[str, tuple[Callable[[], dict[str, Any]], str]] = {
 
 
 @pytest.mark.parametrize("name", list(INVALID_CALLS))
-def test_invalid_call_raises_value_error_naming_the_argument(name: str) -> None:
+def test_invalid_call_raises_value_error_naming_the_argument(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # On GPU the offsets values are checked by a device assertion, which would abort this process's
+    # CUDA context (tested in a subprocess below); the debug switch gives the host-side ValueError.
+    if ON_GPU:
+        monkeypatch.setenv(front_door.DEBUG_CHECKS_ENV, "1")
     overrides, message = INVALID_CALLS[name]
     with pytest.raises(ValueError, match="^" + message):
         _call(**overrides())
@@ -142,6 +151,27 @@ def test_debug_checks_raise_value_error_on_gpu(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv(front_door.DEBUG_CHECKS_ENV, "1")
     with pytest.raises(ValueError, match="^key_offset: must be non-decreasing"):
         _call(key_offset=_offsets(0, 4, 3, 8), backend="triton")
+
+
+@pytest.mark.skipif(not ON_GPU, reason="needs CUDA")
+def test_bad_offsets_on_gpu_stop_the_process_with_the_rule() -> None:
+    """Without the debug switch, bad offsets on CUDA trip the asynchronous device assertion: the
+    process stops (no wrong answer, no out-of-bounds read) and the message names the argument."""
+    program = (
+        "import torch\n"
+        "from kernels import jagged_flash_attention\n"
+        "q = torch.randn(8, 2, 64, device='cuda', dtype=torch.bfloat16)\n"
+        "good = torch.tensor([0, 3, 3, 8], device='cuda')\n"
+        "bad = torch.tensor([0, 4, 3, 8], device='cuda')\n"
+        "out = jagged_flash_attention(q, q, q, good, bad, 5, 5, backend='triton')\n"
+        "torch.cuda.synchronize()\n"
+        "print('NOT STOPPED')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != front_door.DEBUG_CHECKS_ENV}
+    result = subprocess.run([sys.executable, "-c", program], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode != 0 and "NOT STOPPED" not in result.stdout
+    assert "key_offset: must start at 0, be non-decreasing" in result.stderr, result.stderr[-2000:]
 
 
 @pytest.mark.skipif(not ON_GPU, reason="needs CUDA")
