@@ -149,16 +149,28 @@ def measure(overrides: list[str], backend: str, fill: float, warmup: int, steps:
             torch.cuda.empty_cache()
 
 
-def write_reports(rows: list[Row], out_dir: Path, name: str, argv: list[str]) -> None:
+def run_header(argv: list[str]) -> tuple[str, list[str]]:
+    """(device name, the command and date lines) of this process's measurements."""
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
+    return device, [f"- command: `python -m benchmarks.train_throughput {shlex.join(argv)}`",
+                    f"- date: {datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}; torch {torch.__version__}"]
+
+
+def merged_header(md_paths: list[Path], argv: list[str]) -> tuple[str, list[str]]:
+    """The device and every source run's command and date lines, for tables merged from `md_paths`."""
+    texts = [path.read_text().splitlines() for path in md_paths]
+    device = texts[0][0].split("(", 1)[1].rstrip(")")
+    sources = [line for text in texts for line in text if line.startswith(("- command:", "- date:"))]
+    return device, [f"- merged by `python -m benchmarks.train_throughput {shlex.join(argv)}` from:", *sources]
+
+
+def write_reports(rows: list[Row], out_dir: Path, name: str, device: str, header: list[str]) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / f"train_throughput_{name}.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(asdict(rows[0])))
         writer.writeheader()
         writer.writerows(asdict(r) for r in rows)
-    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
-    lines = [f"# GEM training throughput ({device})\n",
-             f"- command: `python -m benchmarks.train_throughput {shlex.join(argv)}`",
-             f"- date: {datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}; torch {torch.__version__}",
+    lines = [f"# GEM training throughput ({device})\n", *header,
              "- examples/s: median over timed steps; split: share of profiled device time; MFU against 788 TFLOP/s\n",
              "| backend | fill | examples/s | step ms | embeddings % | attention % | rest % | peak GiB | TFLOP/s | MFU % | eval NE | status |",
              "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
@@ -201,15 +213,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile-steps", type=int, default=3)
     parser.add_argument("--out-dir", type=Path, default=ROOT / "docs" / "benchmarks")
     parser.add_argument("--name", default="h200")
+    parser.add_argument("--merge", type=Path, nargs="+", metavar="CSV",
+                        help="only combine the tables of earlier runs (e.g. one per GPU) into --name")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides, e.g. model.sequence.num_layers=2")
     args = parser.parse_args(argv)
+    if args.merge:
+        rows = [Row(**{k: v if k in ("backend", "status") else float(v) for k, v in r.items()})
+                for path in args.merge for r in csv.DictReader(open(path))]
+        order = args.backends.split(",")
+        rows.sort(key=lambda r: (r.fill, order.index(r.backend) if r.backend in order else len(order)))
+        write_reports(rows, args.out_dir, args.name, *merged_header([p.with_suffix(".md") for p in args.merge], argv))
+        return
     register_resolvers()
     overrides = [*PRESETS[args.preset], f"trainer.device={args.device}", *args.overrides]
     rows = []
     for fill in args.fills.split(","):
         for backend in args.backends.split(","):
             rows.append(measure(overrides, backend, float(fill), args.warmup, args.steps, args.profile_steps))
-            write_reports(rows, args.out_dir, args.name, argv)  # after every row: a killed run keeps its rows
+            write_reports(rows, args.out_dir, args.name, *run_header(argv))  # after every row: a killed run keeps its rows
 
 
 if __name__ == "__main__":
