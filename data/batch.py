@@ -6,10 +6,11 @@ from dataclasses import dataclass
 
 import torch
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+from torchrec.streamable import Pipelineable
 
 
 @dataclass
-class Batch:
+class Batch(Pipelineable):
     """One (per-rank) mini-batch of ranking examples.
 
     Args:
@@ -51,6 +52,14 @@ class Batch:
             dense=self.dense.to(device=device, non_blocking=non_blocking),
             labels=self.labels.to(device=device, non_blocking=non_blocking),
         )
+
+    def record_stream(self, stream: torch.Stream) -> None:
+        """Keep the tensors alive until `stream`'s work on them is done (TorchRec's train pipelines
+        copy and distribute a batch on side streams)."""
+        for kjt in (self.sparse, self.sequence):
+            kjt.record_stream(stream)
+        self.dense.record_stream(stream)
+        self.labels.record_stream(stream)
 
     def pin_memory(self) -> "Batch":
         """Called by DataLoader(pin_memory=True) so that `.to(cuda, non_blocking=True)` is async."""

@@ -87,6 +87,9 @@ class Trainer:
         self.optimizer, self.scheduler = build_dense_optimizer(self.model, optim_cfg.dense, self.cfg.max_steps)
         self.step = 0
         self.skipped_steps = 0
+        # Pre-clip dense gradient norm summed over the steps since the last log point (on device:
+        # read only when logging, so it adds no sync); a rising norm is the first sign of divergence.
+        self.grad_norm_sum = torch.zeros((), device=self.device)
         self.run_dir = run_dir
         self.log = RunLog(run_dir, self.env.is_main, self.cfg.max_steps, self.global_batch_size,
                           tensorboard=self.cfg.tensorboard, progress=self.cfg.progress)
@@ -154,6 +157,7 @@ class Trainer:
         # Dense grads are already all-reduced, so every rank sees the same norm.
         if skip and not torch.isfinite(grad_norm).item():
             return self._skip_step()  # the sparse rows were updated in backward: only dense is spared
+        self.grad_norm_sum += grad_norm.detach().float()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
@@ -205,9 +209,12 @@ class Trainer:
                 rate = timed_steps * self.global_batch_size / (time.perf_counter() - interval_start)
                 rates.append(rate)
                 lr = self.scheduler.get_last_lr()[0]
-                self.log.write({"step": self.step, "split": "train", "loss": loss, "examples_per_sec": rate, "lr": lr})
+                grad_norm = (self.grad_norm_sum / num_steps).item()  # the same on every rank (DDP)
+                self.log.write({"step": self.step, "split": "train", "loss": loss, "examples_per_sec": rate, "lr": lr,
+                                "grad_norm": grad_norm})
                 self.log.advance(0, loss=loss)
                 loss_sum.zero_()
+                self.grad_norm_sum.zero_()
                 num_steps = timed_steps = 0
                 interval_start = time.perf_counter()
             if (self.cfg.eval_every and self.step % self.cfg.eval_every == 0) or done:

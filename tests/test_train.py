@@ -210,6 +210,7 @@ def test_short_run_learns_towards_bayes_ne(tmp_path: Path) -> None:
     assert [r["step"] for r in evals] == [150, 300]
     assert [r["step"] for r in train] == [50, 100, 150, 200, 250, 300]
     assert all(r["examples_per_sec"] > 0 and math.isfinite(r["loss"]) for r in train)
+    assert all(0 < r["grad_norm"] < 1e3 for r in train), [r["grad_norm"] for r in train]
     assert summary["split"] == "summary" and summary["step"] == 300
     assert evals[-1]["ne"]["click"] < evals[0]["ne"]["click"]  # still learning
     for task in ("click", "conversion"):
@@ -274,6 +275,5 @@ def test_two_nodes_on_loopback_match_one_node_two_ranks(tmp_path: Path) -> None:
     b = [r for r in read_metrics(tmp_path / "multi") if r["split"] == "eval"]
     assert len(a) == len(b) == 2
     for x, y in zip(a, b):
-        assert x["world_size"] if "world_size" in x else True
         for metric in ("ne", "auc", "calibration"):
             assert y[metric] == x[metric]  # same ranks, same ops, same order: bitwise
