@@ -25,10 +25,12 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Iterator
 
 import torch
 from hydra import compose, initialize_config_dir
 
+from data import Batch
 from gem.config import register_resolvers
 from gem.models.gem import GEM, gem_flops
 from gem.trainer import Trainer
@@ -73,6 +75,22 @@ def _category(kernel_name: str) -> str:
     return "rest"
 
 
+class _RecordingStream:
+    """Yields the trainer's host batches and keeps each one's sequence lengths: the k-th step trains
+    the k-th batch drawn, with or without a prefetching pipeline, so FLOPs can be matched to steps."""
+
+    def __init__(self, batches: Iterator[Batch]) -> None:
+        self.batches, self.lengths = batches, []
+
+    def __iter__(self) -> "_RecordingStream":
+        return self
+
+    def __next__(self) -> Batch:
+        batch = next(self.batches)
+        self.lengths.append(batch.sequence.lengths()[: batch.batch_size])
+        return batch
+
+
 def _profile_split(trainer: Trainer, batches, steps: int) -> dict[str, float]:
     """Share of device (or, on CPU, self CPU) time per category over `steps` steps."""
     activities = [torch.profiler.ProfilerActivity.CPU]
@@ -81,7 +99,7 @@ def _profile_split(trainer: Trainer, batches, steps: int) -> dict[str, float]:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     with torch.profiler.profile(activities=activities) as prof:
         for _ in range(steps):
-            trainer.train_step(next(batches).to(trainer.device, non_blocking=True))
+            trainer.advance(batches)
         if on_gpu:
             torch.cuda.synchronize()
     totals = {"embeddings": 0.0, "attention": 0.0, "rest": 0.0}
@@ -94,15 +112,22 @@ def _profile_split(trainer: Trainer, batches, steps: int) -> dict[str, float]:
     return {k: 100.0 * v / whole for k, v in totals.items()}
 
 
-def _timed_step(trainer: Trainer, batch) -> float:
-    """Seconds of one training step: device events on GPU, the host clock on CPU."""
+def _timed_step(trainer: Trainer, batches) -> float:
+    """Seconds of one training step: device events on GPU, the host clock on CPU. Without a
+    pipeline the batch is fetched and its copy enqueued before the clock starts; a pipeline fetches
+    inside its step (batch i+2), which is part of what it costs."""
+    if trainer.pipeline is None:
+        batch = next(batches).to(trainer.device, non_blocking=True)
+        step = lambda: trainer.train_step(batch)  # noqa: E731
+    else:
+        step = lambda: trainer.advance(batches)  # noqa: E731
     if trainer.device.type != "cuda":
         start = time.perf_counter()
-        trainer.train_step(batch)
+        step()
         return time.perf_counter() - start
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
-    trainer.train_step(batch)
+    step()
     end.record()
     end.synchronize()
     return start.elapsed_time(end) / 1e3
@@ -118,18 +143,17 @@ def measure(overrides: list[str], backend: str, fill: float, warmup: int, steps:
     try:
         print(f"[{backend} fill {fill}] built in {time.perf_counter() - built:.0f}s", file=sys.stderr, flush=True)
         assert isinstance(trainer.model.module, GEM), "the throughput benchmark is for GEM models"
-        batches = trainer.dataset.train_batches()
+        batches = _RecordingStream(trainer.train_stream())
         on_gpu = trainer.device.type == "cuda"
         for _ in range(warmup):
-            trainer.train_step(next(batches).to(trainer.device, non_blocking=True))
+            trainer.advance(batches)
         if on_gpu:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
         times, flops = [], []
-        for _ in range(steps):
-            batch = next(batches).to(trainer.device, non_blocking=True)
-            flops.append(gem_flops(trainer.model.module, batch.sequence.lengths()[: batch.batch_size]).train)
-            times.append(_timed_step(trainer, batch))
+        for step in range(warmup, warmup + steps):
+            times.append(_timed_step(trainer, batches))
+            flops.append(gem_flops(trainer.model.module, batches.lengths[step]).train)
         step_s = statistics.median(times)
         split = _profile_split(trainer, batches, profile_steps)
         tflops = statistics.median(f / t for f, t in zip(flops, times)) / 1e12

@@ -7,10 +7,11 @@ import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 from omegaconf import DictConfig
+from torchrec.distributed.train_pipeline import TrainPipelineSparseDist
 
 from data import Batch, build_dataset
 from gem.checkpoint import Checkpointer, CheckpointError
@@ -40,6 +41,10 @@ class TrainerConfig:
     resume: str = "auto"  # auto (newest intact checkpoint in the run dir, if any) | none | <checkpoint dir>
     nonfinite: str = "stop"  # non-finite loss or dense gradient: stop (with the step) | skip (the step)
     max_skipped_steps: int = 10  # under nonfinite=skip, stop once this many steps were skipped
+    # none: copy, distribute and train each batch in turn | sparse_dist: TorchRec's
+    # TrainPipelineSparseDist, which copies batch i+2 and runs the embeddings' input distribution
+    # (with its host sync on the lengths) for batch i+1 on side streams while batch i trains
+    pipeline: str = "none"
 
     def __post_init__(self) -> None:
         for name in ("max_steps", "log_every", "keep_ckpts"):
@@ -52,6 +57,11 @@ class TrainerConfig:
             raise ValueError(f"trainer.precision must be auto, fp32 or bf16, got {self.precision!r}")
         if self.nonfinite not in ("stop", "skip"):
             raise ValueError(f"trainer.nonfinite must be stop or skip, got {self.nonfinite!r}")
+        if self.pipeline not in ("none", "sparse_dist"):
+            raise ValueError(f"trainer.pipeline must be none or sparse_dist, got {self.pipeline!r}")
+        if self.pipeline == "sparse_dist" and self.nonfinite == "skip":
+            raise ValueError("trainer.pipeline=sparse_dist needs trainer.nonfinite=stop: skipping decides before "
+                             "backward, which the pipeline runs by itself")
 
 
 class Trainer:
@@ -98,6 +108,8 @@ class Trainer:
         self.checkpointer = Checkpointer(run_dir / "checkpoints", self.cfg.keep_ckpts)
         self.nonfinite_watch = NonFiniteWatch(self.device)
         self.preemption = PreemptionFlag()
+        self.pipeline: TrainPipelineSparseDist | None = None
+        self._pipeline_loss: torch.Tensor | None = None
         self._maybe_resume()
 
     def _position(self) -> dict[str, int]:
@@ -152,18 +164,51 @@ class Trainer:
         if skip and agree_max(self.env, [int(not torch.isfinite(loss).item())])[0]:
             return self._skip_step()
         loss.backward()  # also applies the fused row-wise Adagrad to the embedding rows
-        max_norm = self.grad_clip if self.grad_clip > 0 else float("inf")
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.dense_params, max_norm)
-        # Dense grads are already all-reduced, so every rank sees the same norm.
+        grad_norm = self._clip_dense_grads()
         if skip and not torch.isfinite(grad_norm).item():
             return self._skip_step()  # the sparse rows were updated in backward: only dense is spared
+        self._dense_step(loss, grad_norm)
+        return loss.detach()
+
+    def train_stream(self) -> Iterator[Batch]:
+        """Host batches from the current step on, for `advance`. Under `trainer.pipeline=sparse_dist`
+        also a new pipeline: after an eval (which detaches the pipeline from the model) one starts
+        afresh, dropping the batches the old one held in flight (prefetched, never trained on);
+        re-attaching a pipeline with batches in flight desynchronised the embeddings' all-to-alls."""
+        if self.cfg.pipeline == "sparse_dist":
+            if self.pipeline is not None:
+                self.pipeline.detach()
+            self.pipeline = TrainPipelineSparseDist(self.model, _PipelineOptimizer(self), self.device,
+                                                    execute_all_batches=False, custom_model_fwd=self._pipeline_forward)
+        return self.dataset.train_batches(start_step=self.step)
+
+    def advance(self, batches: Iterator[Batch]) -> torch.Tensor | None:
+        """One training step on the next of `batches` (host batches) as `trainer.pipeline` says;
+        returns what `train_step` returns."""
+        if self.pipeline is None:
+            return self.train_step(next(batches).to(self.device, non_blocking=True))
+        self.pipeline.progress(batches)
+        return self._pipeline_loss.detach()
+
+    def _pipeline_forward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        with self.autocast():
+            logits = self.model(batch)
+        self._pipeline_loss = weighted_bce(logits, batch.labels, self.loss_weights)
+        return self._pipeline_loss, logits
+
+    def _clip_dense_grads(self) -> torch.Tensor:
+        """Clip to optim.grad_clip; the pre-clip norm. Dense grads are already all-reduced, so every
+        rank sees the same norm."""
+        max_norm = self.grad_clip if self.grad_clip > 0 else float("inf")
+        return torch.nn.utils.clip_grad_norm_(self.dense_params, max_norm)
+
+    def _dense_step(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> None:
         self.grad_norm_sum += grad_norm.detach().float()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
-        if not skip:
+        if self.cfg.nonfinite == "stop":
             self.nonfinite_watch.record(self.step + 1, ~(torch.isfinite(loss) & torch.isfinite(grad_norm)))
-        return loss.detach()
 
     def _skip_step(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
@@ -186,7 +231,7 @@ class Trainer:
 
     def train(self) -> dict[str, Any]:
         start = time.perf_counter()
-        batches = self.dataset.train_batches(start_step=self.step)
+        batches = self.train_stream()
         rates: list[float] = []
         loss_sum, num_steps = torch.zeros((), device=self.device), 0
         # Throughput counts only training time: the clock and its step count restart after eval/save.
@@ -195,8 +240,7 @@ class Trainer:
         self.model.train()
         preempted = False
         while self.step < self.cfg.max_steps:
-            batch = next(batches).to(self.device, non_blocking=True)
-            loss = self.train_step(batch)
+            loss = self.advance(batches)
             self.step += 1
             timed_steps += 1
             if loss is not None:
@@ -219,6 +263,8 @@ class Trainer:
                 interval_start = time.perf_counter()
             if (self.cfg.eval_every and self.step % self.cfg.eval_every == 0) or done:
                 last_eval = self.evaluate()
+                if self.pipeline is not None and not done:
+                    batches = self.train_stream()
                 timed_steps, interval_start = 0, time.perf_counter()
             if self._should_stop():
                 preempted = True
@@ -246,6 +292,8 @@ class Trainer:
     def evaluate(self) -> dict[str, Any]:
         """Metrics over the whole fixed eval split (every rank's share, gathered)."""
         start = time.perf_counter()
+        if self.pipeline is not None:
+            self.pipeline.detach()  # the tables' own forward back; training continues on a new pipeline
         self.model.eval()
         probs, labels = [], []
         for batch in self.dataset.eval_batches():
@@ -276,3 +324,18 @@ class Trainer:
     def close(self) -> None:
         self.preemption.close()
         self.log.close()
+
+
+class _PipelineOptimizer:
+    """The optimizer TorchRec's train pipeline calls around its forward and backward: the trainer's
+    clipped dense update (the embeddings' row-wise Adagrad already ran inside backward)."""
+
+    def __init__(self, trainer: Trainer) -> None:
+        self.trainer = trainer
+
+    def zero_grad(self) -> None:
+        pass  # the previous dense step cleared the gradients
+
+    def step(self) -> None:
+        trainer = self.trainer
+        trainer._dense_step(trainer._pipeline_loss, trainer._clip_dense_grads())

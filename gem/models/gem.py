@@ -26,9 +26,14 @@ from gem.models.embeddings import bag_collection, sequence_collection, stack_fea
 from gem.models.heads import TaskHeads
 from gem.models.interaction import InteractionConfig, build_interaction
 from gem.models.jagged import Jagged, positions_from_end
-from gem.models.sequence import TransformerLayer, prepend_tokens
+from gem.models.sequence import LayerStack, TransformerLayer, prepend_tokens
 from gem.models.summary import PoolingByAttention, TargetAttention, recent_events
 from kernels.common import visible_pairs
+
+# TorchRec's train pipeline traces GEM.forward with torch.fx to find which batch fields feed the
+# sharded tables. These helpers branch on and unpack shapes, so the trace records them as opaque calls.
+for _helper in ("positions_from_end", "prepend_tokens", "recent_events"):
+    torch.fx.wrap(_helper)
 
 
 @dataclass
@@ -97,7 +102,7 @@ class GEM(nn.Module):
         self.recency = nn.Embedding(schema.seq_max_len, d)
 
         num_kv_heads = seq_cfg.num_kv_heads or seq_cfg.num_heads
-        self.layers = nn.ModuleList(
+        self.layers = LayerStack(
             TransformerLayer(d, seq_cfg.num_heads, num_kv_heads, seq_cfg.ffn_mult, attend, seq_cfg.causal, seq_cfg.window_size)
             for _ in range(seq_cfg.num_layers)
         )
@@ -133,8 +138,7 @@ class GEM(nn.Module):
         if self.cfg.sequence.cls_tokens:
             seq = prepend_tokens(seq, non_sequence)
             event_starts = seq.offsets[:-1] + non_sequence.shape[1]
-        for layer in self.layers:
-            seq = layer(seq)
+        seq = self.layers(seq)
         seq = seq.with_values(self.final_norm(seq.values))
 
         summaries = []

@@ -3,14 +3,17 @@ gem/models/sequence.py), and the per-row index helpers every jagged op needs."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
 
-@dataclass
-class Jagged:
-    """Packed rows `values [total, d]` of B sequences delimited by `offsets [B+1]`."""
+class Jagged(NamedTuple):
+    """Packed rows `values [total, d]` of B sequences delimited by `offsets [B+1]`.
+
+    A NamedTuple so that torch.fx can pass it between traced modules (TorchRec's train pipeline
+    traces the model's top-level forward).
+    """
 
     values: torch.Tensor
     offsets: torch.Tensor

@@ -63,6 +63,16 @@ class JaggedSelfAttention(nn.Module):
         return self.out(out.reshape(total, self.num_heads * self.head_dim))
 
 
+class LayerStack(nn.ModuleList):
+    """Layers applied in order. One module rather than a loop in the model's forward, so that
+    torch.fx (TorchRec's train pipeline) sees the stack as a single opaque call."""
+
+    def forward(self, seq: Jagged) -> Jagged:
+        for layer in self:
+            seq = layer(seq)
+        return seq
+
+
 class TransformerLayer(nn.Module):
     """x + SelfAttention(LN(x)), then x + FFN(LN(x)), row-wise on jagged rows."""
 
