@@ -6,7 +6,8 @@
 #   suite   the whole test suite on the GPU (pytest-xdist: Triton compilation runs in parallel)
 #   tput    benchmarks.train_throughput (TPUT_ARGS: its arguments); with TPUT_FILLS="0.1,0.5 0.9" one
 #           process per GPU, each on its own fills (tables train_throughput_gpuN.*, merged afterwards)
-#   nosync  the no-host-sync smoke tests alone
+#   nosync  the no-host-sync smoke tests alone (prints where each remaining sync comes from)
+#   agree   train.py per attention backend, same seed and data: eval NE must agree (AGREE_STEPS)
 #   scale   train.py under torchrun on 1 and 2 GPUs: same global batch (metrics must agree) and
 #           same per-GPU batch (scaling efficiency); SCALE_RUNS="nproc:batch ..."; SCALE_ARGS: extra
 #           Hydra overrides
@@ -48,7 +49,25 @@ for stage in $STAGES; do
   nosync)
     stamp nosync
     timeout ${SMOKE_TIMEOUT:-300} python -m pytest -q -x -p no:cacheprovider tests/gem/test_gpu_training.py \
-      -k no_host_sync 2>&1 | tee "$OUT/nosync.log" | grep -v "Warning\|warn" | tail -40 ;;
+      -s -k no_host_sync 2>&1 | tee "$OUT/nosync.log" | grep "syncs in\|passed\|failed\|Error" | tail -20 ;;
+  agree)
+    stamp agree
+    # same seed, same data, AGREE_STEPS steps per attention backend (two at a time, one per GPU)
+    common="model=gem_base data.batch_size=1024 data.seq.max_len=1000 data.seq.fill=0.5 data.num_workers=6
+      data.eval_examples=16384 data.vocab.seq_item=1000000 data.vocab.user_id=1000000 data.vocab.ad_id=100000
+      trainer.max_steps=${AGREE_STEPS:-200} trainer.eval_every=0 trainer.log_every=50 trainer.progress=false
+      trainer.tensorboard=false trainer.resume=none ${AGREE_ARGS:-}"
+    set -- ${AGREE_BACKENDS:-tlx varlen triton sdpa_padded}
+    while [ $# -gt 0 ]; do
+      gpu=0
+      for backend in $1 ${2:-}; do
+        CUDA_VISIBLE_DEVICES=$gpu timeout ${AGREE_TIMEOUT:-240} python train.py $common attention.backend=$backend \
+          hydra.run.dir=/tmp/agree_$backend > /tmp/agree_$backend.log 2>&1 &
+        gpu=$((gpu + 1))
+      done
+      wait; shift; [ $# -gt 0 ] && shift
+    done
+    for f in /tmp/agree_*/metrics.jsonl; do echo "$f $(grep -h '"split": "summary"' $f)"; done | tee "$OUT/agree.log" ;;
   scale)
     stamp scale
     # base preset of benchmarks/train_throughput.py; per-GPU batch 1024

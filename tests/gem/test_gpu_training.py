@@ -10,6 +10,7 @@ that computed a different function would show here before any throughput number 
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 
 import pytest
@@ -82,24 +83,36 @@ def test_a_few_steps_train_with_every_backend(tmp_path: Path, backend: str) -> N
         trainer.close()
 
 
+# TorchRec's sparse input distribution reads the all-to-all'd lengths splits on the host
+# (torchrec/distributed/dist_data.py): inherent to DMP, even on one GPU. With trainer.pipeline=
+# sparse_dist that read waits only on the next batch's small splits exchange on a side stream.
+ALLOWED_SYNC_SITES = {"dist_data.py"}
+
+
+@pytest.mark.parametrize("pipeline", ["none", "sparse_dist"])
 @pytest.mark.parametrize("backend", ["triton", "tlx"])
-def test_the_training_step_makes_no_host_sync(tmp_path: Path, backend: str) -> None:
-    """`cuda.set_sync_debug_mode('error')` raises on any synchronising call (.item(), a blocking
-    copy to the host, nonzero, ...) inside the step: offsets validation must not add one."""
+def test_no_host_sync_in_a_step_beyond_torchrec_input_dist(tmp_path: Path, backend: str, pipeline: str) -> None:
+    """`cuda.set_sync_debug_mode('warn')` flags every synchronising call (.item(), a blocking copy to
+    the host, nonzero, ...) with the Python file that made it: none may come from the model, the
+    data pipeline, the trainer or the JFA front door (offsets validation included)."""
     if backend == "tlx" and (reason := _tlx_skip_reason()):
         pytest.skip(reason)
-    trainer = make_trainer(tmp_path, backend)
+    trainer = make_trainer(tmp_path, backend, f"trainer.pipeline={pipeline}")
     try:
-        batches = trainer.dataset.train_batches()
+        batches = trainer.train_stream()
         for _ in range(5):  # compile, autotune and DDP bucket rebuilding first: those sync
-            trainer.train_step(next(batches).to(trainer.device, non_blocking=True))
-        batch = next(batches).to(trainer.device, non_blocking=True)
+            trainer.advance(batches)
         torch.cuda.synchronize()
-        torch.cuda.set_sync_debug_mode("error")
-        try:
-            loss = trainer.train_step(batch)
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
-        assert math.isfinite(loss.item())
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                losses = [trainer.advance(batches) for _ in range(3)]
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        sites = [f"{w.filename}:{w.lineno}" for w in caught if "synchroniz" in str(w.message).lower()]
+        print(f"{backend}/{pipeline}: {len(sites)} syncs in 3 steps at {sorted(set(sites))}")
+        assert all(Path(site.split(":")[0]).name in ALLOWED_SYNC_SITES for site in sites), sites
+        assert all(math.isfinite(loss.item()) for loss in losses)
     finally:
         trainer.close()
