@@ -14,6 +14,7 @@ from torchrec.distributed import DistributedModelParallel
 from torchrec.distributed.embedding import EmbeddingCollectionSharder
 from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
 from torchrec.distributed.planner import EmbeddingShardingPlanner, ParameterConstraints, Topology
+from torchrec.distributed.types import ShardedModule
 from torchrec.optim.apply_optimizer_in_backward import apply_optimizer_in_backward
 
 from gem.distributed import Dist
@@ -63,6 +64,19 @@ def shard_model(
     planner = EmbeddingShardingPlanner(topology=topology, batch_size=local_batch_size, constraints=constraints)
     plan = planner.collective_plan(model, sharders, dist.GroupMember.WORLD)
     return DistributedModelParallel(model, device=env.device, sharders=sharders, plan=plan)
+
+
+def compile_dense_children(model: DistributedModelParallel) -> list[str]:
+    """torch.compile, in place, every child of the wrapped model that holds parameters and is not a
+    sharded table collection; returns their names. The model's own forward stays eager, so the
+    sharded collections' input/output distribution (and TorchRec's pipeline tracing) is untouched."""
+    names = []
+    for name, child in model.module.named_children():
+        if isinstance(child, ShardedModule) or next(child.parameters(), None) is None:
+            continue
+        child.compile()
+        names.append(name)
+    return names
 
 
 _MASK64 = (1 << 64) - 1

@@ -23,7 +23,7 @@ from gem.models import build_model
 from gem.models.heads import task_weight_vector, weighted_bce
 from gem.optim import OptimConfig, build_dense_optimizer, dense_parameters
 from gem.run_log import RunLog
-from gem.sharding import ShardingConfig, init_embeddings, shard_model
+from gem.sharding import ShardingConfig, compile_dense_children, init_embeddings, shard_model
 
 
 @dataclass
@@ -45,6 +45,9 @@ class TrainerConfig:
     # TrainPipelineSparseDist, which copies batch i+2 and runs the embeddings' input distribution
     # (with its host sync on the lengths) for batch i+1 on side streams while batch i trains
     pipeline: str = "none"
+    # torch.compile every child of the model except the sharded tables (TorchRec's dist stays eager);
+    # shapes change every batch (jagged totals), so a child recompiles once and is dynamic after
+    compile: bool = False
 
     def __post_init__(self) -> None:
         for name in ("max_steps", "log_every", "keep_ckpts"):
@@ -91,6 +94,8 @@ class Trainer:
         local_batch = self.global_batch_size // self.env.world_size
         self.model = shard_model(model, sharding_cfg, optim_cfg.sparse, self.env, local_batch)
         init_embeddings(self.model, self.cfg.seed)
+        if self.cfg.compile:
+            compile_dense_children(self.model)
 
         self.dense_params = list(dense_parameters(self.model).values())
         self.grad_clip = optim_cfg.grad_clip
