@@ -185,7 +185,7 @@ class Trainer:
                 self.pipeline.detach()
             self.pipeline = TrainPipelineSparseDist(self.model, _PipelineOptimizer(self), self.device,
                                                     execute_all_batches=False, custom_model_fwd=self._pipeline_forward)
-        return self.dataset.train_batches(start_step=self.step)
+        return _TimedStream(self.dataset.train_batches(start_step=self.step))
 
     def advance(self, batches: Iterator[Batch]) -> torch.Tensor | None:
         """One training step on the next of `batches` (host batches) as `trainer.pipeline` says;
@@ -255,29 +255,31 @@ class Trainer:
             done = self.step == self.cfg.max_steps
             if (self.step % self.cfg.log_every == 0 or done) and num_steps:
                 loss = mean_over_ranks(loss_sum / num_steps).item()
-                rate = timed_steps * self.global_batch_size / (time.perf_counter() - interval_start)
+                elapsed = time.perf_counter() - interval_start
+                rate = timed_steps * self.global_batch_size / elapsed
+                data_wait_pct = 100.0 * batches.wait_s / elapsed
                 rates.append(rate)
                 lr = self.scheduler.get_last_lr()[0]
                 grad_norm = (self.grad_norm_sum / num_steps).item()  # the same on every rank (DDP)
                 self.log.write({"step": self.step, "split": "train", "loss": loss, "examples_per_sec": rate, "lr": lr,
-                                "grad_norm": grad_norm})
+                                "grad_norm": grad_norm, "data_wait_pct": data_wait_pct})
                 self.log.advance(0, loss=loss)
                 loss_sum.zero_()
                 self.grad_norm_sum.zero_()
                 num_steps = timed_steps = 0
-                interval_start = time.perf_counter()
+                batches.wait_s, interval_start = 0.0, time.perf_counter()
             if (self.cfg.eval_every and self.step % self.cfg.eval_every == 0) or done:
                 last_eval = self.evaluate()
                 if self.pipeline is not None and not done:
                     batches = self.train_stream()
-                timed_steps, interval_start = 0, time.perf_counter()
+                timed_steps, batches.wait_s, interval_start = 0, 0.0, time.perf_counter()
             if self._should_stop():
                 preempted = True
                 self.save_checkpoint()
                 break
             if self.cfg.ckpt_every and (self.step % self.cfg.ckpt_every == 0 or done):
                 self.save_checkpoint()
-                timed_steps, interval_start = 0, time.perf_counter()
+                timed_steps, batches.wait_s, interval_start = 0, 0.0, time.perf_counter()
         if not last_eval:  # resumed at max_steps: nothing left to train, report the final model
             last_eval = self.evaluate()
         summary = {
@@ -329,6 +331,24 @@ class Trainer:
     def close(self) -> None:
         self.preemption.close()
         self.log.close()
+
+
+class _TimedStream:
+    """Host batches, adding the time spent waiting for each one to `wait_s`: the trainer logs it as
+    a share of wall time (`data_wait_pct`), the first thing to look at when examples/s disappoints."""
+
+    def __init__(self, batches: Iterator[Batch]) -> None:
+        self.batches, self.wait_s = batches, 0.0
+
+    def __iter__(self) -> "_TimedStream":
+        return self
+
+    def __next__(self) -> Batch:
+        start = time.perf_counter()
+        try:
+            return next(self.batches)
+        finally:
+            self.wait_s += time.perf_counter() - start
 
 
 class _PipelineOptimizer:

@@ -215,6 +215,7 @@ def test_short_run_learns_towards_bayes_ne(tmp_path: Path) -> None:
     assert [r["step"] for r in train] == [50, 100, 150, 200, 250, 300]
     assert all(r["examples_per_sec"] > 0 and math.isfinite(r["loss"]) for r in train)
     assert all(0 < r["grad_norm"] < 1e3 for r in train), [r["grad_norm"] for r in train]
+    assert all(0 <= r["data_wait_pct"] <= 100 for r in train), [r["data_wait_pct"] for r in train]
     assert summary["split"] == "summary" and summary["step"] == 300
     assert evals[-1]["ne"]["click"] < evals[0]["ne"]["click"]  # still learning
     for task in ("click", "conversion"):
