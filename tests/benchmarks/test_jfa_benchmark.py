@@ -177,3 +177,17 @@ def test_quick_selection_takes_one_workload_per_family() -> None:
     chosen = bench._select_workloads(None, quick=True)
     assert {(w.kind, w.q_len) for w in chosen} == {("pma", 192), ("pma", 128), ("self", 0)}
     assert bench._select_workloads(["self"], quick=False) == [w for w in ISSUE_WORKLOADS if w.kind == "self"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_profile_row_accounts_for_the_call() -> None:
+    """benchmarks.jfa_profile: one row per (method, pass) with positive wall, host and device times."""
+    from benchmarks.jfa_profile import profile
+
+    workload = Workload("pma", 8, 300, 2, 0.5, q_len=64, head_dim=64)
+    inputs = make_inputs(workload, Lengths.sample(workload), "cuda")
+    row = profile("triton", inputs, "fwd+bwd", calls=3)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:2] == ["triton", "fwd+bwd"]
+    wall, host, device, kernels = float(cells[2]), float(cells[3]), float(cells[4]), int(cells[5])
+    assert wall > 0 and host > 0 and device > 0 and kernels >= 3  # forward, delta, dK/dV, dQ at least

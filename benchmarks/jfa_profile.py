@@ -1,0 +1,102 @@
+"""Where one attention call's time goes (GPU): host time to enqueue it, device time per kernel.
+
+    python -m benchmarks.jfa_profile --workloads fill0.1 --methods tlx,triton,varlen
+
+For each workload, method and pass it prints:
+
+- `wall ms`: median time per call with calls back to back (`triton.testing.do_bench`), what the
+  benchmark tables report;
+- `host ms`: time for the call to return without synchronising, averaged over calls issued back to
+  back: validation, scheduling, descriptor set-up and launches, everything the CPU does;
+- `device ms`: the sum of the call's kernels' device time (torch.profiler), and each kernel's share.
+
+`host ms` close to or above `device ms` means the call is launch-bound: the GPU idles between
+calls, and a faster kernel would not show in `wall ms`. That is the question the fill-0.1 rows of
+docs/benchmarks/README.md leave open.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+
+import torch
+
+from benchmarks.jfa import METHODS, PASSES, _select_workloads, _step
+from benchmarks.jfa_workloads import Lengths, make_inputs
+
+
+def host_ms(step: Callable[[], None], calls: int) -> float:
+    """Mean host time per call, calls issued back to back (few enough not to fill the launch queue)."""
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    torch.cuda.synchronize()
+    return 1e3 * statistics.median(times)
+
+
+def kernel_ms(step: Callable[[], None], calls: int) -> dict[str, float]:
+    """Device ms per call of every kernel the step launches, by kernel name."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            step()
+        torch.cuda.synchronize()
+    per_kernel: dict[str, float] = defaultdict(float)
+    for event in prof.key_averages():
+        if event.device_type == torch.autograd.DeviceType.CUDA and event.self_device_time_total > 0:
+            per_kernel[event.key] += event.self_device_time_total / 1e3 / calls
+    return dict(per_kernel)
+
+
+def profile(method: str, inputs, passes: str, calls: int) -> str:
+    import triton.testing
+
+    for x in inputs.leaves():
+        x.requires_grad_(passes == "fwd+bwd")
+        x.grad = None
+    run = METHODS[method](inputs)
+    with torch.no_grad():
+        output = run()  # compile and autotune first
+    step = _step(run, passes, torch.randn_like(output) if passes == "fwd+bwd" else None)
+    step()
+    wall = triton.testing.do_bench(step, warmup=25, rep=100, grad_to_none=inputs.leaves(), return_mode="median")
+    host = host_ms(step, calls)
+    kernels = kernel_ms(step, calls)
+    device = sum(kernels.values())
+    top = sorted(kernels.items(), key=lambda kv: -kv[1])[:4]
+    shares = ", ".join(f"{name[:48]} {ms:.3f}" for name, ms in top)
+    return f"| {method} | {passes} | {wall:.3f} | {host:.3f} | {device:.3f} | {len(kernels)} | {shares} |"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workloads", nargs="+", help="substrings of workload names (default: the fill-0.1 rows)")
+    parser.add_argument("--methods", default="tlx,triton,varlen")
+    parser.add_argument("--passes", default=",".join(PASSES))
+    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if not torch.cuda.is_available():
+        raise SystemExit("benchmarks.jfa_profile needs a CUDA GPU")
+    print("| method | pass | wall ms | host ms | device ms | kernels | largest kernels (device ms per call) |")
+    print("|---|---|--:|--:|--:|--:|---|")
+    for workload in _select_workloads(args.workloads or ["fill0.1"], quick=False):
+        print(f"| **{workload.name}** | | | | | | |", flush=True)
+        inputs = make_inputs(workload, Lengths.sample(workload, args.seed), "cuda", args.seed)
+        for method in args.methods.split(","):
+            for passes in args.passes.split(","):
+                try:
+                    print(profile(method, inputs, passes, args.calls), flush=True)
+                except Exception as error:  # a failing method is a row, not the end of the run
+                    print(f"| {method} | {passes} | {type(error).__name__}: {str(error).splitlines()[0][:80]} | | | | |")
+
+
+if __name__ == "__main__":
+    main()
