@@ -108,6 +108,10 @@ class Trainer:
         self.run_dir = run_dir
         self.log = RunLog(run_dir, self.env.is_main, self.cfg.max_steps, self.global_batch_size,
                           tensorboard=self.cfg.tensorboard, progress=self.cfg.progress)
+        # Which table went where: the planner decides per table, so a run records its plan.
+        self.log.write({"step": 0, "split": "sharding", "world_size": self.env.world_size, "tables": {
+            name: {"sharding_type": p.sharding_type, "compute_kernel": p.compute_kernel, "ranks": p.ranks}
+            for module_plan in self.model.plan.plan.values() for name, p in module_plan.items()}})
         if hasattr(self.dataset, "bad_row_counts"):  # on-disk data: malformed rows are reported, never hidden
             self.log.write({"step": 0, "split": "data", "bad_rows": self.dataset.bad_row_counts()})
         self.checkpointer = Checkpointer(run_dir / "checkpoints", self.cfg.keep_ckpts)

@@ -216,6 +216,9 @@ def test_short_run_learns_towards_bayes_ne(tmp_path: Path) -> None:
     assert all(r["examples_per_sec"] > 0 and math.isfinite(r["loss"]) for r in train)
     assert all(0 < r["grad_norm"] < 1e3 for r in train), [r["grad_norm"] for r in train]
     assert all(0 <= r["data_wait_pct"] <= 100 for r in train), [r["data_wait_pct"] for r in train]
+    plan = next(r for r in records if r["split"] == "sharding")
+    assert plan["world_size"] == 1 and set(plan["tables"]) >= {"sparse_user_id", "seqbag_seq_item"}
+    assert {t["compute_kernel"] for t in plan["tables"].values()} == {"fused"}
     assert summary["split"] == "summary" and summary["step"] == 300
     assert evals[-1]["ne"]["click"] < evals[0]["ne"]["click"]  # still learning
     for task in ("click", "conversion"):
