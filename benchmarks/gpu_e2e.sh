@@ -79,9 +79,10 @@ for stage in $STAGES; do
       dir=/tmp/scale_n$1_b$2
       timeout ${SCALE_TIMEOUT:-200} torchrun --standalone --nproc_per_node=$1 train.py $common \
         data.batch_size=$2 hydra.run.dir=$dir > "$dir.log" 2>&1
-      echo "nproc=$1 batch=$2 rc=$? $(grep -h '"split": "summary"' $dir/metrics.jsonl 2>/dev/null)"
+      rc=$?
+      echo "nproc=$1 batch=$2 rc=$rc $(grep -h '"split": "summary"' $dir/metrics.jsonl 2>/dev/null)"
       cp $dir/metrics.jsonl "$OUT/scale_n$1_b$2.jsonl" 2>/dev/null
-      tail -3 "$dir.log" | grep -i "error" ;
+      [ $rc -ne 0 ] && grep -v "Warning\|warn" "$dir.log" | tail -25 ;
     done 2>&1 | tee "$OUT/scale.log" ;;
   *) echo "unknown stage $stage"; exit 2 ;;
   esac
