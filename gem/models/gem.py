@@ -6,7 +6,7 @@
     sequence fields ──EC──> per-event embedding (jagged [ΣL, d])    │   (DCNv2 | Wukong)
         ──> N × [jagged self-attention + FFN]                       │
         ──> PMA (k learned queries, broadcast)  ─> [B, k, d] ───────┤
-        ──> target-aware attention (ad query)   ─> [B, 1, d] ───────┤
+        ──> target-aware attention (ad query)   ─> [B, 2, d] ───────┤  (read-out, ad x read-out)
         ──> K most recent events                ─> [B, K, d] ───────┘
 
 All attention goes through `gem.models.attention` (JFA kernels or a baseline, by config).
@@ -199,7 +199,7 @@ def gem_flops(model: GEM, seq_lengths: torch.Tensor) -> FlopCount:
         dense += rows * 2 * d * 2 * d + batch * summ.pma_queries * 2 * d * d
         attention += 4 * d * summ.pma_queries * int(seq_lengths_cls.sum())
     if summ.target_attention:
-        dense += rows * 2 * d * 2 * d + batch * 2 * (2 * d * d)
+        dense += rows * 2 * d * 2 * d + batch * 3 * (2 * d * d)  # kv over the rows; q, out, affinity_out
         attention += 4 * d * int(seq_lengths_cls.sum())
 
     n = model.num_tokens
