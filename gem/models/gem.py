@@ -6,7 +6,7 @@
     sequence fields ──EC──> per-event embedding (jagged [ΣL, d])    │   (DCNv2 | Wukong)
         ──> N × [jagged self-attention + FFN]                       │
         ──> PMA (k learned queries, broadcast)  ─> [B, k, d] ───────┤
-        ──> target-aware attention (ad query)   ─> [B, 1, d] ───────┤
+        ──> target-aware attention (ad query)   ─> [B, 2, d] ───────┤  (read-out, ad x read-out)
         ──> K most recent events                ─> [B, K, d] ───────┘
 
 All attention goes through `gem.models.attention` (JFA kernels or a baseline, by config).
@@ -100,6 +100,10 @@ class GEM(nn.Module):
         self.dense_token = nn.Linear(schema.num_dense, d)
         self.event_proj = nn.Linear(len(schema.sequence) * d, d) if cfg.event_combine == "concat" else None
         self.recency = nn.Embedding(schema.seq_max_len, d)
+        # At nn.Embedding's N(0, 1) the recency vector would swamp the item / action / time-gap rows
+        # (the tables start at U(±1/sqrt(N)), 0.01-0.3): after the LayerNorms every event would look
+        # alike and the candidate could not pick its matching items out of the sequence.
+        nn.init.normal_(self.recency.weight, std=0.02)
 
         num_kv_heads = seq_cfg.num_kv_heads or seq_cfg.num_heads
         self.layers = LayerStack(
@@ -110,7 +114,8 @@ class GEM(nn.Module):
         self.pma = PoolingByAttention(d, summ.pma_queries, summ.pma_heads, attend) if summ.pma_queries else None
         self.target = TargetAttention(d, summ.target_heads, attend) if summ.target_attention else None
 
-        self.num_tokens = 1 + len(schema.sparse) + summ.pma_queries + int(summ.target_attention) + summ.recent_k
+        target_tokens = TargetAttention.num_tokens if summ.target_attention else 0
+        self.num_tokens = 1 + len(schema.sparse) + summ.pma_queries + target_tokens + summ.recent_k
         self.interaction = build_interaction(self.num_tokens, d, cfg.interaction)
         self.over_arch = MLP(self.interaction.out_features, cfg.over_arch)
         self.heads = TaskHeads(cfg.over_arch[-1], schema.tasks, cfg.head_arch)
@@ -198,7 +203,7 @@ def gem_flops(model: GEM, seq_lengths: torch.Tensor) -> FlopCount:
         dense += rows * 2 * d * 2 * d + batch * summ.pma_queries * 2 * d * d
         attention += 4 * d * summ.pma_queries * int(seq_lengths_cls.sum())
     if summ.target_attention:
-        dense += rows * 2 * d * 2 * d + batch * 2 * (2 * d * d)
+        dense += rows * 2 * d * 2 * d + batch * 3 * (2 * d * d)  # kv over the rows; q, out, affinity_out
         attention += 4 * d * int(seq_lengths_cls.sum())
 
     n = model.num_tokens

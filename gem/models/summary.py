@@ -2,7 +2,10 @@
 
 - `PoolingByAttention` (PMA): k learned query tokens, ONE dense query `[k, H, d_h]` broadcast over
   the batch (`broadcast_q=True`), attending over every sequence -> `[B, k, d]`.
-- `TargetAttention`: the candidate-ad token attends over its user's sequence -> `[B, 1, d]`.
+- `TargetAttention`: the candidate-ad token attends over its user's sequence -> `[B, 2, d]`: the
+  read-out, and the read-out multiplied elementwise by the candidate's query, whose per-head sums are
+  the attention-weighted candidate x event affinities (a bilinear term the interaction gets for free
+  instead of having to learn a product of two tokens).
 - `recent_events`: the K most recent events, zero where the sequence is shorter -> `[B, K, d]`.
 
 Empty sequences give zero summaries (attention over no key outputs 0), never NaN.
@@ -49,19 +52,28 @@ class PoolingByAttention(_CrossAttention):
 
 
 class TargetAttention(_CrossAttention):
-    """Args: d_model, num_heads, attention. (`Jagged [ΣL, d]`, target `[B, d]`) -> `[B, 1, d]`."""
+    """Args: d_model, num_heads, attention. (`Jagged [ΣL, d]`, target `[B, d]`) -> `[B, 2, d]`."""
+
+    num_tokens = 2
 
     def __init__(self, d_model: int, num_heads: int, attention: JaggedAttention) -> None:
         super().__init__(d_model, num_heads, attention)
+        # Pre-norm like the keys: the candidate's embeddings start tiny, and an un-normalised query
+        # would be its bias alone, the same for every candidate.
+        self.target_norm = nn.LayerNorm(d_model)
         self.q = nn.Linear(d_model, d_model)
+        self.affinity_out = nn.Linear(d_model, d_model)
 
     def forward(self, seq: Jagged, target: torch.Tensor) -> torch.Tensor:
         k, v = self.keys_values(seq)
         batch = target.shape[0]
-        q = self.q(target).reshape(batch, self.num_heads, self.head_dim).to(k.dtype)
+        q = self.q(self.target_norm(target)).reshape(batch, self.num_heads, self.head_dim).to(k.dtype)
         one_per_row = torch.arange(batch + 1, device=target.device, dtype=seq.offsets.dtype)
         out = self.attention(q.contiguous(), k, v, one_per_row, seq.offsets, 1, seq.max_len)
-        return self.out(out.reshape(batch, 1, -1))
+        # q ⊙ Σ_j π_j v_j: summed over a head's dims, Σ_j π_j <q, v_j>, the candidate's affinity with the
+        # events it attends to, which a read-out of the pooled value alone cannot express linearly.
+        readout, affinity = self.out(out.reshape(batch, -1)), self.affinity_out((q * out).reshape(batch, -1))
+        return torch.stack([readout, affinity], dim=1)
 
 
 def recent_events(seq: Jagged, k: int, event_starts: torch.Tensor) -> torch.Tensor:

@@ -11,10 +11,12 @@ from torch.utils.flop_counter import FlopCounterMode
 from torchrec import EmbeddingBagCollection, EmbeddingCollection
 
 from data.synthetic import SyntheticConfig, SyntheticDataset
-from gem.models.attention import AttentionConfig
+from gem.models.attention import AttentionConfig, attention_function
 from gem.models.gem import GEM, GEMConfig, SequenceArchConfig, SummaryConfig, gem_flops
 from gem.models.heads import weighted_bce
 from gem.models.interaction import InteractionConfig
+from gem.models.jagged import Jagged
+from gem.models.summary import TargetAttention
 
 CPU_BACKENDS = ["reference", "triton", "sdpa_padded"]
 
@@ -141,3 +143,45 @@ def test_flop_count_matches_torch_counter(interaction: str, cls_tokens: bool) ->
         attention += cfg.sequence.num_layers * 4 * d * length * length  # QKᵀ and PV, all heads
         attention += 4 * d * (cfg.summary.pma_queries + 1) * length  # PMA queries + the target query
     assert analytic.attention == attention
+
+
+def test_target_attention_affinity_token_is_the_attention_weighted_candidate_affinity() -> None:
+    """Token 1 of the target attention, before its projection, sums per head to Σ_j π_j <q, v_j>."""
+    torch.manual_seed(0)
+    d, heads = 32, 2  # the kernels' smallest head dim is 16
+    target = TargetAttention(d, heads, attention_function(AttentionConfig(backend="reference")))
+    with torch.no_grad():
+        target.affinity_out.weight.copy_(torch.eye(d))
+        target.affinity_out.bias.zero_()
+    lengths = torch.tensor([3, 0, 5])
+    offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])
+    seq = Jagged(torch.randn(int(lengths.sum()), d), offsets, 5)
+    candidate = torch.randn(3, d)
+    affinity = target(seq, candidate)[:, 1].reshape(3, heads, d // heads).sum(-1)  # [B, H]
+
+    k, v = target.keys_values(seq)
+    q = target.q(target.target_norm(candidate)).reshape(3, heads, d // heads)
+    for b, (lo, hi) in enumerate(zip(offsets[:-1].tolist(), offsets[1:].tolist())):
+        if lo == hi:
+            torch.testing.assert_close(affinity[b], torch.zeros(heads))  # no events, no affinity
+            continue
+        weights = torch.softmax(torch.einsum("hd,lhd->hl", q[b], k[lo:hi]) * (d // heads) ** -0.5, dim=1)
+        expected = torch.einsum("hl,hd,lhd->h", weights, q[b], v[lo:hi])
+        torch.testing.assert_close(affinity[b], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_candidate_query_does_not_depend_on_the_embedding_scale() -> None:
+    """Tables start at U(±1/sqrt(N)); the query is normed, so tiny candidate embeddings still steer it."""
+    torch.manual_seed(0)
+    target = TargetAttention(32, 2, attention_function(AttentionConfig(backend="reference")))
+    seq = Jagged(torch.randn(6, 32), torch.tensor([0, 4, 6]), 4)
+    candidate = torch.randn(2, 32)
+    # 0.03: the rms of a sum of a few such rows (the LayerNorm's eps still counts below that)
+    torch.testing.assert_close(target(seq, candidate * 0.03), target(seq, candidate), rtol=1e-2, atol=1e-3)
+
+
+def test_recency_embedding_starts_at_the_scale_of_the_tables() -> None:
+    """An N(0, 1) recency vector would dominate every event embedding at init (tables: U(±1/sqrt(N)))."""
+    data = small_data()
+    model = small_gem(data.schema)
+    assert model.recency.weight.std() < 0.05

@@ -174,7 +174,11 @@ def test_quality_presets_compose_and_validate(dataset: str, arm: str) -> None:
     expected = {"gem_pma": ("gem", 2), "gem_no_pma": ("gem", 0), "dlrm": ("dlrm", None), "no_seq": ("dlrm", None)}[arm]
     assert (cfg.model.name, getattr(getattr(model, "summary", None), "pma_queries", None)) == expected
     assert getattr(model, "use_sequence", True) == (arm != "no_seq")
-    assert cfg.data.name == {"quality_synthetic": "synthetic", "quality_movielens": "parquet"}[dataset]
+    assert cfg.data.name == {"quality_synthetic": "synthetic", "quality_synthetic_small": "synthetic",
+                             "quality_movielens": "parquet"}[dataset]
+    if dataset == "quality_synthetic_small":  # the base preset's budget on a smaller planted world
+        assert cfg.trainer.max_steps == 3000 and cfg.data.seq.max_len == 32
+        assert (cfg.data.vocab.seq_item, cfg.data.vocab.ad_id, cfg.data.signal.dim) == (50, 50, 8)
 
 
 def test_tiny_sweep_through_train_py_and_the_report(tmp_path: Path) -> None:
