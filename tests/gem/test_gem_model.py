@@ -120,6 +120,40 @@ def test_backends_compute_the_same_function(variant: dict) -> None:
             torch.testing.assert_close(grads[name], ref_grads[name], rtol=1e-4, atol=1e-5, msg=f"{backend} d{name}")
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (varlen and tlx are GPU-only)")
+@pytest.mark.parametrize("backend", ["triton", "tlx", "varlen", "sdpa_padded"])
+def test_gpu_backends_compute_the_same_function_in_bf16(backend: str) -> None:
+    """On the GPU, under bf16 autocast as the trainer runs it, every backend's loss and gradients
+    match the reference backend's up to bf16 rounding (head dim 64, so tlx serves every call)."""
+    if backend == "tlx":
+        from kernels import tlx_hopper
+
+        if torch.cuda.get_device_capability() != (9, 0) or tlx_hopper._tlx_import_error():
+            pytest.skip("tlx needs an sm_90 GPU and fbtriton")
+    data = small_data(0.6, 0.25, batch_size=24, max_len=200)
+    batch = first_batch(data).to("cuda")
+    shape = dict(d_model=128, sequence__num_heads=2, summary__pma_heads=2, summary__target_heads=2)
+    results = []
+    for name in ("reference", backend):
+        model = small_gem(data.schema, name, **shape).cuda()
+        if results:
+            model.load_state_dict(copy.deepcopy(reference_state))
+        else:
+            reference_state = model.state_dict()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(batch)
+        model.zero_grad(set_to_none=True)
+        loss = weighted_bce(logits.float(), batch.labels, torch.ones(2, device="cuda"))
+        loss.backward()
+        results.append((loss.detach(), {n: p.grad.float() for n, p in model.named_parameters() if p.grad is not None}))
+    (ref_loss, ref_grads), (loss, grads) = results
+    torch.testing.assert_close(loss, ref_loss, rtol=2e-2, atol=1e-3)
+    assert grads.keys() == ref_grads.keys()
+    for name, ref in ref_grads.items():
+        error, scale = (grads[name] - ref).norm().item(), ref.norm().item()
+        assert error <= 5e-2 * scale + 1e-4, f"{backend} d{name}: |error| {error:.3g} vs |grad| {scale:.3g}"
+
+
 @pytest.mark.parametrize("interaction", ["dcn", "wukong"])
 @pytest.mark.parametrize("cls_tokens", [False, True])
 def test_flop_count_matches_torch_counter(interaction: str, cls_tokens: bool) -> None:
