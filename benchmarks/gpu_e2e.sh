@@ -53,8 +53,7 @@ for stage in $STAGES; do
   agree)
     stamp agree
     # same seed, same data, AGREE_STEPS steps per attention backend (two at a time, one per GPU)
-    common="model=gem_base data.batch_size=1024 data.seq.max_len=1000 data.seq.fill=0.5 data.num_workers=6
-      data.eval_examples=16384 data.vocab.seq_item=1000000 data.vocab.user_id=1000000 data.vocab.ad_id=100000
+    common="+experiment=gpu_base data.seq.fill=0.5 data.num_workers=6 data.eval_examples=16384
       trainer.max_steps=${AGREE_STEPS:-200} trainer.eval_every=0 trainer.log_every=50 trainer.progress=false
       trainer.tensorboard=false trainer.resume=none ${AGREE_ARGS:-}"
     set -- ${AGREE_BACKENDS:-tlx varlen triton sdpa_padded}
@@ -70,9 +69,8 @@ for stage in $STAGES; do
     for f in /tmp/agree_*/metrics.jsonl; do echo "$f $(grep -h '"split": "summary"' $f)"; done | tee "$OUT/agree.log" ;;
   scale)
     stamp scale
-    # base preset of benchmarks/train_throughput.py; per-GPU batch 1024
-    common="model=gem_base data.seq.max_len=1000 data.num_workers=6 data.eval_examples=16384
-      data.vocab.seq_item=1000000 data.vocab.user_id=1000000 data.vocab.ad_id=100000 trainer.progress=false
+    # conf/experiment/gpu_base.yaml, the throughput benchmark's preset; per-GPU batch 1024
+    common="+experiment=gpu_base data.num_workers=6 data.eval_examples=16384 trainer.progress=false
       trainer.tensorboard=false trainer.resume=none trainer.eval_every=0 trainer.log_every=20 ${SCALE_ARGS:-}"
     for run in ${SCALE_RUNS:-1:2048 2:2048 1:1024}; do  # nproc:global batch
       set -- ${run/:/ }

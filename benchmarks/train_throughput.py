@@ -38,12 +38,9 @@ from gem.trainer import Trainer
 ROOT = Path(__file__).resolve().parents[1]
 PEAK_FLOPS = 788e12  # bf16 matmul rate measured on the H200 (8192^3 on random data)
 
-# A representative ads-ranking config (issue 6): batch 1024, sequences up to 1000 events, d=512,
-# 4 attention layers, a 128-query PMA (head dim 128).
+# base: the representative ads-ranking config of issue 6 (conf/experiment/gpu_base.yaml).
 PRESETS = {
-    "base": ["model=gem_base", "data.batch_size=1024", "data.seq.max_len=1000", "data.num_workers=8",
-             "data.eval_examples=8192", "data.vocab.seq_item=1000000", "data.vocab.user_id=1000000",
-             "data.vocab.ad_id=100000"],
+    "base": ["+experiment=gpu_base"],
     "tiny": ["model=gem_tiny", "data.batch_size=64", "data.seq.max_len=32", "data.eval_examples=64"],
 }
 EMBEDDING_KERNELS = ("embedding", "tbe", "split_embedding", "bounds_check")

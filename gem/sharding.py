@@ -66,17 +66,13 @@ def shard_model(
     return DistributedModelParallel(model, device=env.device, sharders=sharders, plan=plan)
 
 
-def compile_dense_children(model: DistributedModelParallel) -> list[str]:
+def compile_dense_children(model: DistributedModelParallel) -> None:
     """torch.compile, in place, every child of the wrapped model that holds parameters and is not a
-    sharded table collection; returns their names. The model's own forward stays eager, so the
-    sharded collections' input/output distribution (and TorchRec's pipeline tracing) is untouched."""
-    names = []
-    for name, child in model.module.named_children():
-        if isinstance(child, ShardedModule) or next(child.parameters(), None) is None:
-            continue
-        child.compile()
-        names.append(name)
-    return names
+    sharded table collection. The model's own forward stays eager, so the sharded collections'
+    input/output distribution (and TorchRec's pipeline tracing) is untouched."""
+    for child in model.module.children():
+        if not isinstance(child, ShardedModule) and next(child.parameters(), None) is not None:
+            child.compile()
 
 
 _MASK64 = (1 << 64) - 1
