@@ -6,17 +6,24 @@
 #   suite   the whole test suite on the GPU (pytest-xdist: Triton compilation runs in parallel)
 #   tput    benchmarks.train_throughput (TPUT_ARGS: its arguments); with TPUT_FILLS="0.1,0.5 0.9" one
 #           process per GPU, each on its own fills (tables train_throughput_gpuN.*, merged afterwards)
+#   variants benchmarks.train_throughput for tlx under trainer variants, one process per GPU at once:
+#           TPUT_VARIANTS="name:override,override name2:..." (what the pipeline and compile buy)
 #   nosync  the no-host-sync smoke tests alone (prints where each remaining sync comes from)
+#   profile benchmarks.jfa_profile: host vs device ms per attention call (PROFILE_ARGS)
+#   flex    benchmarks.jfa on the host's own triton (no TLX bundle): FlexAttention, varlen, triton
 #   agree   train.py per attention backend, same seed and data: eval NE must agree (AGREE_STEPS)
-#   scale   train.py under torchrun on 1 and 2 GPUs: same global batch (metrics must agree) and
+#   scale   train.py under torchrun on 1..N GPUs: same global batch (metrics must agree) and
 #           same per-GPU batch (scaling efficiency); SCALE_RUNS="nproc:batch ..."; SCALE_ARGS: extra
 #           Hydra overrides
+# The suite spreads its xdist workers over every GPU (TEST_GPUS, tests/conftest.py), then runs the
+# two-GPU tests without xdist.
 set -u
 bash .gpu/tools/unpack.sh >/dev/null && export PYTHONPATH=/tmp/gpu-site:$PWD || exit 1
 export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/tcache OMP_NUM_THREADS=2
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 STAGES=${STAGES:-smoke tput scale}
 t0=$(date +%s)
+NGPU=$(nvidia-smi -L | wc -l)
 stamp() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
 nvidia-smi --query-gpu=index,name,clocks.sm,memory.used,utilization.gpu --format=csv,noheader
 python -c "import torch, triton, torchrec, fbgemm_gpu; print('torch', torch.__version__, 'triton', triton.__version__, 'torchrec', torchrec.__version__)"
@@ -29,8 +36,12 @@ for stage in $STAGES; do
       2>&1 | tee "$OUT/smoke.log" | tail -30 ;;
   suite)
     stamp suite
-    timeout ${SUITE_TIMEOUT:-420} python -m pytest -q -p no:cacheprovider -n ${SUITE_WORKERS:-12} \
-      ${SUITE_PATHS:-tests} 2>&1 | tee "$OUT/suite.log" | tail -40 ;;
+    TEST_GPUS=$(seq -s, 0 $((NGPU - 1))) timeout ${SUITE_TIMEOUT:-420} python -m pytest -q -p no:cacheprovider \
+      -n ${SUITE_WORKERS:-12} ${SUITE_PATHS:-tests} 2>&1 | tee "$OUT/suite.log" | tail -40
+    if [ $NGPU -ge 2 ]; then
+      timeout 200 python -m pytest -q -p no:cacheprovider tests/kernels/test_jfa_numerics.py -k tensors_gpu \
+        2>&1 | tee "$OUT/suite_two_gpus.log" | tail -5
+    fi ;;
   tput)
     stamp tput
     if [ -z "${TPUT_FILLS:-}" ]; then
@@ -46,27 +57,49 @@ for stage in $STAGES; do
       wait
       cat /tmp/tput_gpu*.log > "$OUT/tput.log"; grep -h "built in\|^| \|error" /tmp/tput_gpu*.log
     fi ;;
+  variants)
+    stamp variants
+    gpu=0
+    for variant in ${TPUT_VARIANTS:-base:}; do
+      name=${variant%%:*}; overrides=${variant#*:}
+      CUDA_VISIBLE_DEVICES=$gpu timeout ${TPUT_TIMEOUT:-420} python -m benchmarks.train_throughput --out-dir "$OUT" \
+        --name variant_$name --backends tlx ${TPUT_ARGS:-} ${overrides//,/ } > /tmp/variant_$name.log 2>&1 &
+      gpu=$(( (gpu + 1) % NGPU ))
+    done
+    wait
+    cat /tmp/variant_*.log > "$OUT/variants.log"; grep -h "built in\|^| \|rror" /tmp/variant_*.log ;;
+  profile)
+    stamp profile
+    timeout ${PROFILE_TIMEOUT:-200} python -m benchmarks.jfa_profile ${PROFILE_ARGS:-} 2>&1 | tee "$OUT/profile.log" \
+      | grep -v "Warning\|warn" | tail -40 ;;
+  flex)
+    stamp flex
+    PYTHONPATH=$PWD timeout ${FLEX_TIMEOUT:-240} python -m benchmarks.jfa --out-dir "$OUT" --name jfa_h200_host_triton \
+      ${FLEX_ARGS:---workloads pma_q128 --methods flex,varlen,triton} 2>&1 | tee "$OUT/flex.log" | tail -30 ;;
   nosync)
     stamp nosync
     timeout ${SMOKE_TIMEOUT:-300} python -m pytest -q -x -p no:cacheprovider tests/gem/test_gpu_training.py \
       -s -k no_host_sync 2>&1 | tee "$OUT/nosync.log" | grep "syncs in\|passed\|failed\|Error" | tail -20 ;;
   agree)
     stamp agree
-    # same seed, same data, AGREE_STEPS steps per attention backend (two at a time, one per GPU)
+    # same seed, same data, AGREE_STEPS steps per attention backend
     common="+experiment=gpu_base data.seq.fill=0.5 data.num_workers=6 data.eval_examples=16384
       trainer.max_steps=${AGREE_STEPS:-200} trainer.eval_every=0 trainer.log_every=50 trainer.progress=false
       trainer.tensorboard=false trainer.resume=none ${AGREE_ARGS:-}"
     set -- ${AGREE_BACKENDS:-tlx varlen triton sdpa_padded}
-    while [ $# -gt 0 ]; do
-      gpu=0
-      for backend in $1 ${2:-}; do
-        CUDA_VISIBLE_DEVICES=$gpu timeout ${AGREE_TIMEOUT:-240} python train.py $common attention.backend=$backend \
-          hydra.run.dir=/tmp/agree_$backend > /tmp/agree_$backend.log 2>&1 &
-        gpu=$((gpu + 1))
+    while [ $# -gt 0 ]; do  # NGPU backends at a time, one per GPU
+      for gpu in $(seq 0 $((NGPU - 1))); do
+        [ $# -gt 0 ] || break
+        CUDA_VISIBLE_DEVICES=$gpu timeout ${AGREE_TIMEOUT:-240} python train.py $common attention.backend=$1 \
+          hydra.run.dir=/tmp/agree_$1 > /tmp/agree_$1.log 2>&1 &
+        shift
       done
-      wait; shift; [ $# -gt 0 ] && shift
+      wait
     done
-    for f in /tmp/agree_*/metrics.jsonl; do echo "$f $(grep -h '"split": "summary"' $f)"; done | tee "$OUT/agree.log" ;;
+    for b in ${AGREE_BACKENDS:-tlx varlen triton sdpa_padded}; do
+      cp /tmp/agree_$b/metrics.jsonl "$OUT/agree_$b.jsonl" 2>/dev/null || tail -20 /tmp/agree_$b.log
+      echo "$b $(grep -h '"split": "summary"' /tmp/agree_$b/metrics.jsonl 2>/dev/null)"
+    done | tee "$OUT/agree.log" ;;
   scale)
     stamp scale
     # conf/experiment/gpu_base.yaml, the throughput benchmark's preset; per-GPU batch 1024
@@ -79,7 +112,7 @@ for stage in $STAGES; do
         data.batch_size=$2 hydra.run.dir=$dir > "$dir.log" 2>&1
       rc=$?
       echo "nproc=$1 batch=$2 rc=$rc $(grep -h '"split": "summary"' $dir/metrics.jsonl 2>/dev/null)"
-      cp $dir/metrics.jsonl "$OUT/scale_n$1_b$2.jsonl" 2>/dev/null
+      cp $dir/metrics.jsonl "$OUT/scale_n$1_b$2.jsonl" 2>/dev/null; tail -300 $dir.log > "$OUT/${dir##*/}.log"
       [ $rc -ne 0 ] && grep -v "Warning\|warn" "$dir.log" | tail -25 ;
     done 2>&1 | tee "$OUT/scale.log" ;;
   *) echo "unknown stage $stage"; exit 2 ;;

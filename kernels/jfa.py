@@ -7,6 +7,7 @@ the masking rules are drawn in ``kernels.common``; each backend lives in its own
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib
@@ -240,6 +241,12 @@ def _backend(name: str) -> JFABackend:
 # ----------------------------------------------------------------------------------------------
 
 
+def _on_device_of(x: Tensor) -> contextlib.AbstractContextManager:
+    """Triton launches on the current CUDA device: make it the tensors' one (a caller need not
+    have called torch.cuda.set_device)."""
+    return torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext()
+
+
 @torch.library.custom_op("jfa::jagged_flash_attention_fwd", mutates_args=())
 def _forward_op(
     query: Tensor,
@@ -257,7 +264,8 @@ def _forward_op(
     backend: str,
 ) -> tuple[Tensor, Tensor]:
     params = JFAParams(max_seq_len_q, max_seq_len_kv, sm_scale, causal, window_size, broadcast_q, deterministic)
-    return _backend(backend).forward(query, key, value, query_offset, key_offset, params)
+    with _on_device_of(query):
+        return _backend(backend).forward(query, key, value, query_offset, key_offset, params)
 
 
 @_forward_op.register_fake
@@ -301,7 +309,8 @@ def _backward_op(
     backend: str,
 ) -> tuple[Tensor, Tensor, Tensor]:
     params = JFAParams(max_seq_len_q, max_seq_len_kv, sm_scale, causal, window_size, broadcast_q, deterministic)
-    return _backend(backend).backward(grad_out, query, key, value, out, lse, query_offset, key_offset, params)
+    with _on_device_of(query):
+        return _backend(backend).backward(grad_out, query, key, value, out, lse, query_offset, key_offset, params)
 
 
 @_backward_op.register_fake

@@ -10,7 +10,14 @@
 import importlib.util
 import os
 
-import torch
+# On a multi-GPU host, TEST_GPUS="0,1,2,3" spreads pytest-xdist workers over the GPUs, one each
+# (round robin), before torch initialises CUDA. Tests that need two GPUs then skip: run them
+# without xdist.
+if os.environ.get("TEST_GPUS") and os.environ.get("PYTEST_XDIST_WORKER"):
+    _gpus = os.environ["TEST_GPUS"].split(",")
+    os.environ["CUDA_VISIBLE_DEVICES"] = _gpus[int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw")) % len(_gpus)]
+
+import torch  # noqa: E402
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")

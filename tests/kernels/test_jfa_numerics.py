@@ -61,8 +61,8 @@ def _skip_unless_served(backend: str, case: Case, inputs: Inputs) -> None:
         pytest.skip(f"{backend}: {reason}")
 
 
-def check_against_oracle(case: Case, backend: str) -> None:
-    inputs = make_inputs(case)
+def check_against_oracle(case: Case, backend: str, inputs: Inputs | None = None) -> None:
+    inputs = inputs or make_inputs(case)
     _skip_unless_served(backend, case, inputs)
     out, lse, dq, dk, dv = _run(case, inputs, backend)
     expected = fp64_oracle(case, inputs)
@@ -169,6 +169,19 @@ LOW_PRECISION_CASES = {
 @pytest.mark.parametrize("name", list(LOW_PRECISION_CASES))
 def test_low_precision(backend: str, name: str, dtype: torch.dtype) -> None:
     check_against_oracle(Case(**LOW_PRECISION_CASES[name], dtype=dtype), backend)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", ["pma", "self_causal_gqa"])
+def test_runs_on_the_tensors_gpu_not_the_current_one(backend: str, name: str) -> None:
+    """Tensors on cuda:1 while cuda:0 is current (a user who never called set_device): every
+    kernel must launch on the tensors' GPU and produce the oracle's values there."""
+    case = Case(**LOW_PRECISION_CASES[name], dtype=torch.bfloat16)
+    on_first = make_inputs(case)
+    inputs = Inputs(**{name: x.to("cuda:1") if isinstance(x, torch.Tensor) else x for name, x in vars(on_first).items()})
+    with torch.cuda.device(0):
+        check_against_oracle(case, backend, inputs)
 
 
 @gpu_only
