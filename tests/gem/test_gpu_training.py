@@ -85,8 +85,9 @@ def test_a_few_steps_train_with_every_backend(tmp_path: Path, backend: str) -> N
 
 # TorchRec's sparse input distribution reads the all-to-all'd lengths splits on the host
 # (torchrec/distributed/dist_data.py): inherent to DMP, even on one GPU. With trainer.pipeline=
-# sparse_dist that read waits only on the next batch's small splits exchange on a side stream.
-ALLOWED_SYNC_SITES = {"dist_data.py"}
+# sparse_dist the pipeline's input-dist forward (train_pipeline/runtime_forwards.py) also copies
+# the splits from host lists to the device, on its side stream, for the next batch.
+ALLOWED_SYNC_SITES = {"dist_data.py", "runtime_forwards.py"}
 
 
 @pytest.mark.parametrize("pipeline", ["none", "sparse_dist"])
@@ -110,9 +111,11 @@ def test_no_host_sync_in_a_step_beyond_torchrec_input_dist(tmp_path: Path, backe
                 losses = [trainer.advance(batches) for _ in range(3)]
             finally:
                 torch.cuda.set_sync_debug_mode("default")
-        sites = [f"{w.filename}:{w.lineno}" for w in caught if "synchroniz" in str(w.message).lower()]
+        # (not the "debug mode is a prototype" notice that switching the mode prints)
+        sites = [f"{w.filename}:{w.lineno}" for w in caught if "called a synchronizing" in str(w.message)]
         print(f"{backend}/{pipeline}: {len(sites)} syncs in 3 steps at {sorted(set(sites))}")
-        assert all(Path(site.split(":")[0]).name in ALLOWED_SYNC_SITES for site in sites), sites
+        assert all("torchrec/distributed" in site and Path(site.split(":")[0]).name in ALLOWED_SYNC_SITES
+                   for site in sites), sites
         assert all(math.isfinite(loss.item()) for loss in losses)
     finally:
         trainer.close()
