@@ -60,6 +60,10 @@ def jfa_bwd_dkdv_pipelined_kernel(
     HALF_BYTES: tl.constexpr = ELEM * HALF * HEAD_DIM
     STEP_BYTES: tl.constexpr = ELEM * BLOCK_MQ * HEAD_DIM
 
+    # PIPELINE releases a Q/dO slot one step late: with one slot the consumer would wait for a
+    # step the producer can only load after that very consumer released the slot (deadlock)
+    tl.static_assert(NUM_BUF_Q >= 2 or not PIPELINE)
+
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
     n_tiles = tl.load(n_entries) * HKV
