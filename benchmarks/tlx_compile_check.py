@@ -2,7 +2,8 @@
 
     /work/venv-tlx/bin/python -m benchmarks.tlx_compile_check [--dump DIR] [--only SUBSTR] [--fwd|--bwd]
 
-(`--only dkdv`: both dk/dv passes, serial and pipelined, with a side-by-side summary.)
+(`--only dkdv`: the dk/dv passes, serial "dkdv", pipelined "dkdv-pp" and, D=64 only, pipelined with
+the step overlap "dkdv-pps", with a side-by-side summary. G (GQA group) is a runtime argument.)
 
 Needs fbtriton (Triton + TLX) importable; no GPU needed. For each variant prints registers, spills,
 shared memory, and counts of wgmma / TMA / mbarrier-wait / named-barrier instructions in the PTX, so a
@@ -85,7 +86,9 @@ def bwd_variants():
             (64, 128), (False, True), (False, True), (False, True), (128, 192)):
         if q_len == 192 and not bcast:
             continue
-        for kern in ("dkdv", "dkdv-pp", "dq"):
+        for kern in ("dkdv", "dkdv-pp", "dkdv-pps", "dq"):
+            if kern == "dkdv-pps" and d > 64:
+                continue  # no step overlap at D=128 (bwd_config): "pipelined-steps" = "dkdv-pp"
             if kern != "dq" and q_len == 192:
                 continue  # the dk/dv pass does not depend on q_len
             for dt in ("bf16", "fp16"):
@@ -109,11 +112,11 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, pipeline=N
         ints = ("window", "B", "HKV", "G", "q_len", "NUM_NB", "total_out")
         const = dict(HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs,
                      CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast)
-        if kern == "dkdv-pp":
+        if kern in ("dkdv-pp", "dkdv-pps"):  # JFA_TLX_DKDV=pipelined / pipelined-steps
             from kernels.tlx_hopper_bwd_dkdv import jfa_bwd_dkdv_pipelined_kernel
 
             fn = jfa_bwd_dkdv_pipelined_kernel
-            pipe = cfg.dkdv_pp_pipeline if pipeline is None else pipeline
+            pipe = (cfg.dkdv_pp_pipeline and kern == "dkdv-pps") if pipeline is None else pipeline
             const.update(NUM_BUF_Q=buf_q or cfg.dkdv_pp_buf_q, PIPELINE=pipe)
     else:
         fn = jfa_bwd_dq_kernel
@@ -152,7 +155,8 @@ def report(name, k, dump=None):
 
 def _dkdv_ab_summary(res):
     """Pipelined vs serial dk/dv pass, variant by variant (same D, dtype, masks, broadcast)."""
-    pairs = [(n, n.replace("bwd-dkdv-pp ", "bwd-dkdv ", 1)) for n in res if n.startswith("bwd-dkdv-pp ")]
+    pairs = [(n, "bwd-dkdv " + n.split(" ", 1)[1]) for n in res
+             if n.startswith(("bwd-dkdv-pp ", "bwd-dkdv-pps "))]
     pairs = [(a, b) for a, b in pairs if b in res]
     if not pairs:
         return
@@ -162,7 +166,8 @@ def _dkdv_ab_summary(res):
         f = lambda r: (f"stack={r['stack']} STL/LDL={r['spill']} smem={r['smem']} "
                        f"wgmma={r.get('wgmma', 0)} tma={r.get('tma', 0)} mbar={r.get('mbar', 0)} "
                        f"bar.sync/arrive={r.get('bar.sync', 0)}/{r.get('bar.arrive', 0)}")
-        print(f"  {b[len('bwd-dkdv '):]}: serial {f(pb)} | pipelined {f(pa)}")
+        print(f"  {a.split(' ', 1)[0][len('bwd-'):]:8s} {b[len('bwd-dkdv '):]}: serial {f(pb)} | "
+              f"new {f(pa)}")
 
 
 def main():

@@ -13,7 +13,8 @@ sm_scale, causal, window_size, broadcast_q, deterministic); sm_scale None means 
 
 Kernels: `tlx_hopper_fwd.jfa_fwd_kernel` (warp-specialised, persistent) and
 `tlx_hopper_bwd` (backward; its dk/dv pass has a pipelined alternative in `tlx_hopper_bwd_dkdv`,
-chosen by the temporary env switch JFA_TLX_DKDV=serial|pipelined, see `dkdv_variant`). Nothing here reads device values on the host.
+chosen by the temporary env switch JFA_TLX_DKDV=serial|pipelined|pipelined-steps, see
+`dkdv_variant`). Nothing here reads device values on the host.
 """
 
 from __future__ import annotations
@@ -197,8 +198,8 @@ class BwdConfig:
     dq_regs: int = 232
     dkdv_buf_q: int = 2       # dk/dv pass: Q/dO step ring depth (KV tile = 128 rows, 2 consumers)
     dkdv_regs: int = 240
-    # pipelined dk/dv pass (tlx_hopper_bwd_dkdv): ring depth, and whether a warpgroup overlaps
-    # step s's S^T/dP^T with step s-1's dV/dK (needs ~64 more registers: D=64 only)
+    # pipelined dk/dv pass (tlx_hopper_bwd_dkdv): ring depth, and whether the step overlap inside
+    # a warpgroup (variant "pipelined-steps") fits: ~64 more registers, D=64 only
     dkdv_pp_buf_q: int = 2
     dkdv_pp_pipeline: bool = False
 
@@ -212,9 +213,10 @@ def bwd_config(head_dim: int, broadcast_q: bool, q_len: int) -> BwdConfig:
     memory: the fp32 partial's store relayout needs 32 KB of scratch per consumer; it needs a
     TMA-store epilogue reusing the Q/dO buffers first.
 
-    Pipelined dk/dv pass: D=64 overlaps steps inside a warpgroup with a 4-deep Q/dO ring (32 KB of
-    K/V per tile, 16 KB per step); D=128 has neither the registers (dK, dV alone take 128) nor the
-    shared memory (2 KV tiles + 2 steps + the store scratch = 213 KB) for it: ping-pong only."""
+    Pipelined dk/dv pass: D=64 gets a 4-deep Q/dO ring (32 KB of K/V per tile, 16 KB per step) and
+    may overlap steps inside a warpgroup; D=128 has neither the registers (dK, dV alone take 128:
+    276 spill stores, 262 KB smem when tried) nor the shared memory for a deeper ring (2 KV tiles
+    + 2 steps + the store scratch = 213 KB): ping-pong and tile-info prefetch only."""
     if head_dim <= 64:
         return BwdConfig(dkdv_pp_buf_q=4, dkdv_pp_pipeline=True)
     return BwdConfig()
@@ -222,9 +224,11 @@ def bwd_config(head_dim: int, broadcast_q: bool, q_len: int) -> BwdConfig:
 
 # Temporary switch for the dk/dv A/B on the device (remove once measured): which dk/dv pass
 # `backward` launches. "serial": tlx_hopper_bwd.jfa_bwd_dkdv_kernel; "pipelined":
-# tlx_hopper_bwd_dkdv.jfa_bwd_dkdv_pipelined_kernel (ping-pong, step overlap at D=64).
+# tlx_hopper_bwd_dkdv.jfa_bwd_dkdv_pipelined_kernel with consumer ping-pong and tile-info
+# prefetch; "pipelined-steps": the same plus the step overlap inside a warpgroup (PIPELINE) where
+# the config allows it (D=64; D=128 runs "pipelined").
 DKDV_ENV = "JFA_TLX_DKDV"
-DKDV_VARIANTS = ("serial", "pipelined")
+DKDV_VARIANTS = ("serial", "pipelined", "pipelined-steps")
 
 
 def dkdv_variant() -> str:
@@ -288,11 +292,13 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
                                         broadcast, DKDV_BLOCK_N, DKDV_STEP, kv_stationary=True)
     dkdv_args = (desc_q, desc_do, desc_k, desc_v, dk, dv, lse, delta, q_off, key_offset, entries,
                  n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out)
-    if dkdv_variant() == "pipelined":
+    variant = dkdv_variant()
+    if variant != "serial":
         jfa_bwd_dkdv_pipelined_kernel[(n_sm,)](
             *dkdv_args, HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_pp_buf_q, CONSUMER_REGS=cfg.dkdv_regs,
             CAUSAL=causal, HAS_WINDOW=window is not None, BROADCAST_Q=broadcast,
-            PIPELINE=cfg.dkdv_pp_pipeline, num_warps=4, num_stages=1)
+            PIPELINE=cfg.dkdv_pp_pipeline and variant == "pipelined-steps", num_warps=4,
+            num_stages=1)
     else:
         jfa_bwd_dkdv_kernel[(n_sm,)](
             *dkdv_args, HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs,

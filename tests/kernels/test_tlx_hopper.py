@@ -9,7 +9,7 @@ Also runnable as a script on the device, sharded over processes so that compilat
 and a hang (barrier bug) only stalls one shard:
 
     python tests/kernels/test_tlx_hopper.py --shard 3/8 [--passes fwd,grid,bwd,bwd-det]
-        [--filter SUBSTR,...] [--dkdv serial,pipelined]
+        [--filter SUBSTR,...] [--dkdv serial,pipelined,pipelined-steps]
 
 Backward checks run once per dk/dv pass (env JFA_TLX_DKDV, the temporary A/B switch of
 `kernels.tlx_hopper`); result case names end in "-dkdv:<pass>".
@@ -208,7 +208,7 @@ def check_forward(case: Case, seed: int = 0) -> dict:
     return res
 
 
-DKDV_VARIANTS = ("serial", "pipelined")  # kernels.tlx_hopper.DKDV_VARIANTS (not imported on CPU)
+DKDV_VARIANTS = ("serial", "pipelined", "pipelined-steps")  # kernels.tlx_hopper.DKDV_VARIANTS (not imported on CPU)
 
 
 class dkdv_variant:
