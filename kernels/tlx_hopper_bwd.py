@@ -61,6 +61,43 @@ def _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0, pos, qlen):
 
 
 @triton.jit
+def _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ: tl.constexpr):
+    """(q head, first query row) of query step s of a dk/dv tile: s walks the GQA group's heads,
+    nsteps steps each (producer and consumers of both dk/dv kernels call this)."""
+    return hk * G + s // nsteps, qlo + (s % nsteps) * BLOCK_MQ
+
+
+@triton.jit
+def _dkdv_probs(st, lse2, kv_pos, i0, window, qk_scale, CAUSAL: tl.constexpr,
+                HAS_WINDOW: tl.constexpr, BLOCK_MQ: tl.constexpr):
+    """P^T of one query step from S^T = K Q^T (rows: keys kv_pos, cols: queries i0 + col)."""
+    pt = tl.math.exp2(st * qk_scale - lse2[None, :])
+    if CAUSAL or HAS_WINDOW:
+        # i - j in [lo, hi]  <=>  col - thr in [lo, hi], col = i - step start
+        cols = tl.arange(0, BLOCK_MQ)[None, :]
+        thr = (kv_pos - i0)[:, None]
+        if CAUSAL:
+            vis = cols >= thr
+            if HAS_WINDOW:
+                vis = vis & (cols <= thr + window)
+        else:
+            vis = (cols >= thr - window) & (cols <= thr + window)
+        pt = tl.where(vis, pt, 0.0)
+    return pt
+
+
+@triton.jit
+def _store_dkdv(dk_ptr, dv_ptr, dk, dv, kv_pos, klen, kv_row0, hk, HKV, sm_scale,
+                HEAD_DIM: tl.constexpr):
+    """dK (scaled), dV rows < klen (rows past it belong to the next sequence)."""
+    ok = kv_pos < klen
+    rows = (kv_row0 + kv_pos).to(tl.int64)
+    offs = rows[:, None] * (HKV * HEAD_DIM) + hk * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
+    tl.store(dk_ptr + offs, (dk * sm_scale).to(dk_ptr.dtype.element_ty), mask=ok[:, None])
+    tl.store(dv_ptr + offs, dv.to(dv_ptr.dtype.element_ty), mask=ok[:, None])
+
+
+@triton.jit
 def jfa_bwd_dkdv_kernel(
     desc_q, desc_do, desc_k, desc_v,   # TMA: q [rows_q, Hq*D], do [total_out, Hq*D], k/v [total_kv, Hkv*D]
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, q_off, k_off, tile_entry, n_entries,
@@ -118,8 +155,7 @@ def jfa_bwd_dkdv_kernel(
                                                       [kv_row0 + n0 + c * HALF, hk * HEAD_DIM], bar)
                         cnt_kv += 1
                         for s in range(0, G * nsteps):
-                            h = hk * G + s // nsteps
-                            i0 = qlo + (s % nsteps) * BLOCK_MQ
+                            h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)
                             q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
                             tlx.barrier_wait(q_empties[q_slot], q_phase ^ 1)
                             tlx.barrier_expect_bytes(q_fulls[q_slot], 2 * STEP_BYTES)
@@ -153,27 +189,16 @@ def jfa_bwd_dkdv_kernel(
                         k_c = k_tiles[2 * slot + cid]
                         v_c = v_tiles[2 * slot + cid]
                         for s in range(0, G * nsteps):
-                            h = hk * G + s // nsteps
-                            q_pos = qlo + (s % nsteps) * BLOCK_MQ + tl.arange(0, BLOCK_MQ)
+                            h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)
                             lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
-                                                     q_pos, qlen)
+                                                     i0 + tl.arange(0, BLOCK_MQ), qlen)
                             q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
                             tlx.barrier_wait(q_fulls[q_slot], q_phase)
                             st = tlx.async_dot(k_c, tlx.local_trans(q_tiles[q_slot]))
                             dpt = tlx.async_dot(v_c, tlx.local_trans(do_tiles[q_slot]))
                             st = tlx.async_dot_wait(1, st)
-                            pt = tl.math.exp2(st * qk_scale - lse2[None, :])
-                            if CAUSAL or HAS_WINDOW:
-                                # i - j in [lo, hi]  <=>  col - thr in [lo, hi], col = i - step start
-                                cols = tl.arange(0, BLOCK_MQ)[None, :]
-                                thr = (kv_pos - (qlo + (s % nsteps) * BLOCK_MQ))[:, None]
-                                if CAUSAL:
-                                    vis = cols >= thr
-                                    if HAS_WINDOW:
-                                        vis = vis & (cols <= thr + window)
-                                else:
-                                    vis = (cols >= thr - window) & (cols <= thr + window)
-                                pt = tl.where(vis, pt, 0.0)
+                            pt = _dkdv_probs(st, lse2, kv_pos, i0, window, qk_scale, CAUSAL,
+                                             HAS_WINDOW, BLOCK_MQ)
                             dpt = tlx.async_dot_wait(0, dpt)
                             dst = pt * (dpt - delta[None, :])
                             dv = tlx.async_dot(pt.to(dtype), do_tiles[q_slot], dv)
@@ -184,12 +209,8 @@ def jfa_bwd_dkdv_kernel(
                             cnt_q += 1
                         tlx.barrier_arrive(kv_empties[slot], 1)
                         cnt_kv += 1
-                    # dK, dV rows < klen (rows past it belong to the next sequence)
-                    ok = kv_pos < klen
-                    rows = (kv_row0 + kv_pos).to(tl.int64)
-                    offs = rows[:, None] * (HKV * HEAD_DIM) + hk * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
-                    tl.store(dk_ptr + offs, (dk * sm_scale).to(dtype), mask=ok[:, None])
-                    tl.store(dv_ptr + offs, dv.to(dtype), mask=ok[:, None])
+                    _store_dkdv(dk_ptr, dv_ptr, dk, dv, kv_pos, klen, kv_row0, hk, HKV, sm_scale,
+                                HEAD_DIM)
 
 
 @triton.jit
