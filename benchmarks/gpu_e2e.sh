@@ -114,7 +114,7 @@ for stage in $STAGES; do
       echo "nproc=$1 batch=$2 rc=$rc $(grep -h '"split": "summary"' $dir/metrics.jsonl 2>/dev/null)"
       cp $dir/metrics.jsonl "$OUT/scale_n$1_b$2.jsonl" 2>/dev/null; tail -300 $dir.log > "$OUT/${dir##*/}.log"
       [ $rc -ne 0 ] && grep -v "Warning\|warn" "$dir.log" | tail -25 ;
-    done 2>&1 | tee "$OUT/scale.log" ;;
+    done 2>&1 | tee -a "$OUT/scale.log" ;;
   *) echo "unknown stage $stage"; exit 2 ;;
   esac
 done

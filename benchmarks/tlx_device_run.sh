@@ -9,8 +9,9 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu
 python -c "import triton, torch; print('triton', triton.__version__, 'torch', torch.__version__)"
 N=${SHARDS:-8}
 t0=$(date +%s)
-for i in $(seq 0 $((N-1))); do
-  timeout ${SHARD_TIMEOUT:-150} python tests/kernels/test_tlx_hopper.py --shard $i/$N \
+NGPU=$(nvidia-smi -L | wc -l)
+for i in $(seq 0 $((N-1))); do  # shards spread over the GPUs
+  CUDA_VISIBLE_DEVICES=$((i % NGPU)) timeout ${SHARD_TIMEOUT:-150} python tests/kernels/test_tlx_hopper.py --shard $i/$N \
     --out "$OUT/results.jsonl" ${TEST_ARGS:-} > /tmp/shard$i.log 2>&1 &
 done
 hung=0

@@ -2,6 +2,14 @@
 
 Embedding tables are not here: their row-wise Adagrad is fused into the backward pass by
 `gem.sharding.shard_model`.
+
+Wide layers learn at a smaller rate. Adam moves every weight by about lr per step whatever the
+gradient's scale (so gradient clipping does not bound it), and the moves of one output's n
+weights are correlated (each weight's gradient carries its input's sign): the output shifts by up
+to lr * sum|x_j|, which grows with the fan-in n. GEM flattens all its tokens into the interaction
+(gem_base: 155 tokens x 512 = 79k inputs to the cross net and the over-arch), where lr = 1e-3
+diverged within 30 steps of warm-up (loss 30, grad norm 500; on the H200 and on CPU in float32).
+So, as in muP, a matrix with fan-in n > `fan_in_base` learns at lr * fan_in_base / n.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import nn
+from torchrec.modules.crossnet import LowRankCrossNet
 from torchrec.optim.keyed import KeyedOptimizerWrapper
 from torchrec.optim.optimizers import in_backward_optimizer_filter
 
@@ -26,6 +35,8 @@ class DenseOptimConfig:
     warmup_steps: int = 50
     schedule: str = "constant"  # after warm-up: "constant" or "cosine" (down to min_lr_ratio * lr at max_steps)
     min_lr_ratio: float = 0.1
+    # Linear / cross-net matrices with fan-in n above this learn at lr * fan_in_base / n; 0: off.
+    fan_in_base: int = 4096
 
 
 @dataclass
@@ -39,6 +50,8 @@ class OptimConfig:
             raise ValueError(f"optim.dense.schedule must be constant or cosine, got {self.dense.schedule!r}")
         if self.dense.lr <= 0 or self.sparse.lr <= 0:
             raise ValueError("optim.dense.lr and optim.sparse.lr must be > 0")
+        if self.dense.fan_in_base < 0:
+            raise ValueError(f"optim.dense.fan_in_base must be >= 0 (0: off), got {self.dense.fan_in_base}")
         if self.grad_clip < 0:
             raise ValueError(f"optim.grad_clip must be >= 0, got {self.grad_clip}")
 
@@ -48,14 +61,37 @@ def dense_parameters(model: nn.Module) -> dict[str, nn.Parameter]:
     return dict(in_backward_optimizer_filter(model.named_parameters()))
 
 
+def fan_in_lr_scales(model: nn.Module, fan_in_base: int) -> dict[nn.Parameter, float]:
+    """lr multiplier fan_in_base / n of every nn.Linear or LowRankCrossNet matrix whose fan-in n
+    (shape[1]: both apply their matrices as F.linear) exceeds fan_in_base; the rest learn at lr."""
+    if fan_in_base == 0:
+        return {}
+    matrices = []
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            matrices.append(module.weight)
+        elif isinstance(module, LowRankCrossNet):
+            matrices += [*module.V_kernels, *module.W_kernels]
+    return {w: fan_in_base / w.shape[1] for w in matrices if w.shape[1] > fan_in_base}
+
+
 def build_dense_optimizer(
     model: nn.Module, cfg: DenseOptimConfig, max_steps: int
 ) -> tuple[KeyedOptimizerWrapper, torch.optim.lr_scheduler.LambdaLR]:
     params = dense_parameters(model)
-    optimizer = KeyedOptimizerWrapper(
-        params,
-        lambda p: torch.optim.AdamW(p, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay),
-    )
+    scales = fan_in_lr_scales(model, cfg.fan_in_base)
+
+    def adamw(tensors: list[torch.Tensor]) -> torch.optim.AdamW:
+        groups: dict[float, list[torch.Tensor]] = {}
+        for p in tensors:
+            groups.setdefault(scales.get(p, 1.0), []).append(p)
+        # Unscaled group first: the train log reports group 0's lr.
+        ordered = sorted(groups.items(), key=lambda item: -item[0])
+        param_groups = [{"params": group, "lr": cfg.lr * scale} for scale, group in ordered]
+        return torch.optim.AdamW(param_groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps,
+                                 weight_decay=cfg.weight_decay)
+
+    optimizer = KeyedOptimizerWrapper(params, adamw)
 
     def lr_factor(step: int) -> float:
         if step < cfg.warmup_steps:
