@@ -1,9 +1,6 @@
 """Cross-compile the TLX Hopper kernels for sm_90 without a GPU and report resources.
 
-    /work/venv-tlx/bin/python -m benchmarks.tlx_compile_check [--dump DIR] [--only SUBSTR] [--fwd|--bwd]
-
-(`--only dkdv`: the dk/dv passes, serial "dkdv", pipelined "dkdv-pp" and, D=64 only, pipelined with
-the step overlap "dkdv-pps", with a side-by-side summary. G (GQA group) is a runtime argument.)
+    /work/venv-tlx/bin/python -m benchmarks.tlx_compile_check [--dump DIR] [--only SUBSTR]
 
 Needs fbtriton (Triton + TLX) importable; no GPU needed. For each variant prints registers, spills,
 shared memory, and counts of wgmma / TMA / mbarrier-wait / named-barrier instructions in the PTX, so a
@@ -86,38 +83,26 @@ def bwd_variants():
             (64, 128), (False, True), (False, True), (False, True), (128, 192)):
         if q_len == 192 and not bcast:
             continue
-        for kern in ("dkdv", "dkdv-pp", "dkdv-pps", "dq"):
-            if kern == "dkdv-pps" and d > 64:
-                continue  # no step overlap at D=128 (bwd_config): "pipelined-steps" = "dkdv-pp"
-            if kern != "dq" and q_len == 192:
+        for kern in ("dkdv", "dq"):
+            if kern == "dkdv" and q_len == 192:
                 continue  # the dk/dv pass does not depend on q_len
-            for dt in ("bf16", "fp16"):
-                if dt == "fp16" and (kern == "dq" or causal or window):
-                    continue  # dtype does not change control flow; keep the list short
-                yield (f"bwd-{kern} d{d} {dt} causal={int(causal)} window={int(window)} "
-                       f"bcast={int(bcast)} q{q_len}"), kern, d, dt, causal, window, bcast, q_len
+            yield (f"bwd-{kern} d{d} bf16 causal={int(causal)} window={int(window)} "
+                   f"bcast={int(bcast)} q{q_len}"), kern, d, causal, window, bcast, q_len
 
 
-def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, pipeline=None, buf_q=None):
+def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128):
     from kernels.tlx_hopper import bwd_config
     from kernels.tlx_hopper_bwd import jfa_bwd_dkdv_kernel, jfa_bwd_dq_kernel
 
     cfg = bwd_config(d, bcast, q_len)
     sig = {"desc_q": _tdesc(dt, 64, d), "desc_do": _tdesc(dt, 64, d), "desc_k": _tdesc(dt, 64, d),
            "desc_v": _tdesc(dt, 64, d)}
-    if kern.startswith("dkdv"):
-        # GQA group size G is a runtime argument: one compile covers every group size
+    if kern == "dkdv":
         fn = jfa_bwd_dkdv_kernel
         sig.update({"dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}"})
         ints = ("window", "B", "HKV", "G", "q_len", "NUM_NB", "total_out")
         const = dict(HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs,
                      CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast)
-        if kern in ("dkdv-pp", "dkdv-pps"):  # JFA_TLX_DKDV=pipelined / pipelined-steps
-            from kernels.tlx_hopper_bwd_dkdv import jfa_bwd_dkdv_pipelined_kernel
-
-            fn = jfa_bwd_dkdv_pipelined_kernel
-            pipe = (cfg.dkdv_pp_pipeline and kern == "dkdv-pps") if pipeline is None else pipeline
-            const.update(NUM_BUF_Q=buf_q or cfg.dkdv_pp_buf_q, PIPELINE=pipe)
     else:
         fn = jfa_bwd_dq_kernel
         sig.update({"dq_ptr": "*fp32" if bcast else f"*{dt}", "dq_acc_ptr": "*fp32"})
@@ -136,12 +121,10 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, pipeline=N
 def report(name, k, dump=None):
     ptx = k.asm["ptx"]
     regs, stack, _, local, spill, sass = _resources(k)
-    label = {"wgmma.mma_async": "wgmma", "cp.async.bulk.tensor": "tma", "mbarrier.try_wait": "mbar",
-             "cp.reduce.async.bulk": "cp.reduce"}
-    counts = {label.get(w, w): ptx.count(w) for w in PTX_WORDS if ptx.count(w)}
+    counts = " ".join(f"{w.split('.')[0] if w != 'wgmma.mma_async' else 'wgmma'}="
+                      f"{ptx.count(w)}" for w in PTX_WORDS if ptx.count(w))
     print(f"{name}: regs={regs} stack={stack} STL/LDL={spill} smem={k.metadata.shared} "
-          f"warps={k.metadata.num_warps} | " + " ".join(f"{a}={b}" for a, b in counts.items()),
-          flush=True)
+          f"warps={k.metadata.num_warps} | {counts}", flush=True)
     if dump:
         os.makedirs(dump, exist_ok=True)
         fn = name.replace(" ", "_").replace("=", "")
@@ -150,43 +133,16 @@ def report(name, k, dump=None):
                 f.write(k.asm[ext])
         with open(os.path.join(dump, f"{fn}.sass"), "w") as f:
             f.write(sass)
-    return dict(stack=stack, spill=spill, smem=k.metadata.shared, **counts)
-
-
-def _dkdv_ab_summary(res):
-    """Pipelined vs serial dk/dv pass, variant by variant (same D, dtype, masks, broadcast)."""
-    pairs = [(n, "bwd-dkdv " + n.split(" ", 1)[1]) for n in res
-             if n.startswith(("bwd-dkdv-pp ", "bwd-dkdv-pps "))]
-    pairs = [(a, b) for a, b in pairs if b in res]
-    if not pairs:
-        return
-    print("\ndk/dv pass, pipelined vs serial (PTX counts: wgmma, TMA loads, mbarrier waits, named barriers):")
-    for a, b in pairs:
-        pa, pb = res[a], res[b]
-        f = lambda r: (f"stack={r['stack']} STL/LDL={r['spill']} smem={r['smem']} "
-                       f"wgmma={r.get('wgmma', 0)} tma={r.get('tma', 0)} mbar={r.get('mbar', 0)} "
-                       f"bar.sync/arrive={r.get('bar.sync', 0)}/{r.get('bar.arrive', 0)}")
-        print(f"  {a.split(' ', 1)[0][len('bwd-'):]:8s} {b[len('bwd-dkdv '):]}: serial {f(pb)} | "
-              f"new {f(pa)}")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dump")
-    ap.add_argument("--only", default="", help="substring of the variant names (fwd and bwd)")
-    ap.add_argument("--bwd", action="store_true", help="backward variants only")
-    ap.add_argument("--fwd", action="store_true", help="forward variants only")
-    ap.add_argument("--dkdv-pipeline", choices=("0", "1"), default=None,
-                    help="experiment: force PIPELINE of the pipelined dk/dv pass")
-    ap.add_argument("--dkdv-buf-q", type=int, default=None,
-                    help="experiment: force the Q/dO ring depth of the pipelined dk/dv pass")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--bwd", action="store_true")
     args = ap.parse_args()
-    do_fwd = not args.bwd and (args.fwd or not args.only or any(
-        args.only in v[0] for v in fwd_variants()))
-    do_bwd = not args.fwd and (args.bwd or bool(args.only))
     failed = 0
-    res = {}
-    if do_fwd:
+    if not args.bwd:
         for name, cfg, d, dt, causal, window, bcast in fwd_variants():
             if args.only not in name:
                 continue
@@ -198,22 +154,18 @@ def main():
                 print(f"{name}: FAILED {type(exc).__name__}: {str(exc)[:2000]}", flush=True)
                 continue
             report(f"{name} ({time.time() - t:.1f}s)", k, args.dump)
-    if do_bwd:
-        pipe = None if args.dkdv_pipeline is None else args.dkdv_pipeline == "1"
-        for name, kern, d, dt, causal, window, bcast, q_len in bwd_variants():
+    else:
+        for name, kern, d, causal, window, bcast, q_len in bwd_variants():
             if args.only not in name:
                 continue
             t = time.time()
             try:
-                k = compile_bwd(kern, d, causal, window, bcast, dt=dt, q_len=q_len, pipeline=pipe,
-                                buf_q=args.dkdv_buf_q)
+                k = compile_bwd(kern, d, causal, window, bcast, q_len=q_len)
             except Exception as exc:
                 failed += 1
                 print(f"{name}: FAILED {type(exc).__name__}: {str(exc)[:3000]}", flush=True)
                 continue
-            res[name] = report(f"{name} ({time.time() - t:.1f}s)", k, args.dump)
-        _dkdv_ab_summary(res)
-    print(f"{failed} failed")
+            report(f"{name} ({time.time() - t:.1f}s)", k, args.dump)
     raise SystemExit(1 if failed else 0)
 
 

@@ -1,6 +1,6 @@
 """Time the TLX Hopper JFA kernels against varlen_attn and the fbtriton TLX tutorial (H200).
 
-    python -m benchmarks.tlx_hopper_bench [--out results.json] [--bwd [--ab-dkdv]] [--only SUBSTR]
+    python -m benchmarks.tlx_hopper_bench [--out results.json] [--bwd] [--only SUBSTR]
 
 Shapes are the issue's (bf16, D=128): PMA B=1024 max_kv=1000 H=3 q_len=192 and PMA B=768
 max_kv=1024 H=4 q_len=128 at fill 0.1/0.5/0.9; jagged self-attention B=768 max=1024 H=4 at fill
@@ -28,7 +28,6 @@ import triton
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 AB_FWD_CONFIG = False  # --ab: also time the previous PMA forward configuration
-AB_DKDV = False        # --ab-dkdv: time tlx backward alone with the serial and the pipelined dk/dv pass
 PEAK_FLOPS = 788e12
 PEAK_BYTES = 4.3e12
 
@@ -149,23 +148,6 @@ def run_shape(sh, do_bwd, tut):
             o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
             tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params)
         row["tlx_fwdbwd_ms"] = bench(tlx_fb)
-        if AB_DKDV:  # same inputs; backward only (delta, dk/dv pass, dq pass, schedules)
-            o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
-            grads = {}
-            for variant in ("serial", "pipelined", "pipelined-steps"):
-                os.environ["JFA_TLX_DKDV"] = variant
-                try:
-                    bwd = lambda: tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params)
-                    grads[variant] = bwd()
-                    row[f"tlx_bwd_{variant}_ms"] = bench(bwd)
-                finally:
-                    os.environ.pop("JFA_TLX_DKDV", None)
-            ser = grads["serial"]
-            row["dkdv_pipelined_bitwise"] = all(torch.equal(a, b) for p in list(grads.values())[1:]
-                                                for a, b in zip(ser[1:], p[1:]))
-            row["dkdv_pipelined_maxdiff"] = max((a.float() - b.float()).abs().max().item()
-                                                for p in list(grads.values())[1:]
-                                                for a, b in zip(ser[1:], p[1:]))
     if tut is not None and sh["fill"] == 1.0:
         Z, N = B, sh["max_kv"]
         qd = q.view(Z, N, H, d).transpose(1, 2).contiguous()
@@ -186,12 +168,9 @@ def main():
     ap.add_argument("--bwd", action="store_true")
     ap.add_argument("--only", default="")
     ap.add_argument("--ab", action="store_true")
-    ap.add_argument("--ab-dkdv", action="store_true",
-                    help="with --bwd: time the backward with each JFA_TLX_DKDV pass")
     args = ap.parse_args()
-    global AB_FWD_CONFIG, AB_DKDV
+    global AB_FWD_CONFIG
     AB_FWD_CONFIG = args.ab
-    AB_DKDV = args.ab_dkdv
     torch.manual_seed(0)
     try:
         tut = tutorial_module()
@@ -223,17 +202,6 @@ def main():
               f"{g('tutorial_fwd_ms')} {r['varlen_fwd_ms'] / r['tlx_fwd_ms']:11.2f} "
               f"{r['tlx_fwd_tflops']:6.0f} {r['tlx_fwd_GBps']:6.0f} {g('tlx_fwdbwd_ms')} "
               f"{g('varlen_fwdbwd_ms')} {g('tlx_fwd_prev_cfg_ms')}")
-    if AB_DKDV:
-        print(f"\nbackward ms by dk/dv pass (JFA_TLX_DKDV); bitwise/max diff: dK, dV vs serial\n"
-              f"{'shape':24s} {'serial':>8s} {'pipelined':>9s} {'+steps':>8s} {'speed-up':>8s} "
-              f"{'bitwise':>7s} {'max diff':>9s}")
-        for r in rows:
-            if "tlx_bwd_serial_ms" not in r:
-                continue
-            best = min(r["tlx_bwd_pipelined_ms"], r["tlx_bwd_pipelined-steps_ms"])
-            print(f"{r['name']:24s} {r['tlx_bwd_serial_ms']:8.3f} {r['tlx_bwd_pipelined_ms']:9.3f} "
-                  f"{r['tlx_bwd_pipelined-steps_ms']:8.3f} {r['tlx_bwd_serial_ms'] / best:8.2f} "
-                  f"{str(r['dkdv_pipelined_bitwise']):>7s} {r['dkdv_pipelined_maxdiff']:9.2e}")
 
 
 if __name__ == "__main__":

@@ -12,16 +12,13 @@ where a query sees no key. `params` is `kernels.common.JFAParams` (max_seq_len_q
 sm_scale, causal, window_size, broadcast_q, deterministic); sm_scale None means 1/sqrt(D).
 
 Kernels: `tlx_hopper_fwd.jfa_fwd_kernel` (warp-specialised, persistent) and
-`tlx_hopper_bwd` (backward; its dk/dv pass has a pipelined alternative in `tlx_hopper_bwd_dkdv`,
-chosen by the temporary env switch JFA_TLX_DKDV=serial|pipelined|pipelined-steps, see
-`dkdv_variant`). Nothing here reads device values on the host.
+`tlx_hopper_bwd` (backward). Nothing here reads device values on the host.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import os
 from dataclasses import dataclass
 
 import torch
@@ -39,7 +36,7 @@ POISON_OUTPUTS = False
 def _tlx_import_error() -> str | None:
     try:
         import triton.language.extra.tlx  # noqa: F401
-        from kernels import tlx_hopper_bwd, tlx_hopper_bwd_dkdv, tlx_hopper_fwd  # noqa: F401
+        from kernels import tlx_hopper_bwd, tlx_hopper_fwd  # noqa: F401
     except Exception as exc:  # ImportError, or a Triton without TLX
         return f"fbtriton with TLX is not importable ({type(exc).__name__}: {exc})"
     return None
@@ -198,10 +195,6 @@ class BwdConfig:
     dq_regs: int = 232
     dkdv_buf_q: int = 2       # dk/dv pass: Q/dO step ring depth (KV tile = 128 rows, 2 consumers)
     dkdv_regs: int = 240
-    # pipelined dk/dv pass (tlx_hopper_bwd_dkdv): ring depth, and whether the step overlap inside
-    # a warpgroup (variant "pipelined-steps") fits: ~64 more registers, D=64 only
-    dkdv_pp_buf_q: int = 2
-    dkdv_pp_pipeline: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -209,34 +202,10 @@ class BwdConfig:
 
 
 def bwd_config(head_dim: int, broadcast_q: bool, q_len: int) -> BwdConfig:
-    """A 3-warpgroup dq tile (BLOCK_M=192, exact for PMA q_len=192) compiles to 262 KB of shared
-    memory: the fp32 partial's store relayout needs 32 KB of scratch per consumer; it needs a
-    TMA-store epilogue reusing the Q/dO buffers first.
-
-    Pipelined dk/dv pass: D=64 gets a 4-deep Q/dO ring (32 KB of K/V per tile, 16 KB per step) and
-    may overlap steps inside a warpgroup; D=128 has neither the registers (dK, dV alone take 128:
-    276 spill stores, 262 KB smem when tried) nor the shared memory for a deeper ring (2 KV tiles
-    + 2 steps + the store scratch = 213 KB): ping-pong and tile-info prefetch only."""
-    if head_dim <= 64:
-        return BwdConfig(dkdv_pp_buf_q=4, dkdv_pp_pipeline=True)
+    """One configuration for now. A 3-warpgroup dq tile (BLOCK_M=192, exact for PMA q_len=192)
+    compiles to 262 KB of shared memory: the fp32 partial's store relayout needs 32 KB of scratch
+    per consumer; it needs a TMA-store epilogue reusing the Q/dO buffers first."""
     return BwdConfig()
-
-
-# Temporary switch for the dk/dv A/B on the device (remove once measured): which dk/dv pass
-# `backward` launches. "serial": tlx_hopper_bwd.jfa_bwd_dkdv_kernel; "pipelined":
-# tlx_hopper_bwd_dkdv.jfa_bwd_dkdv_pipelined_kernel with consumer ping-pong and tile-info
-# prefetch; "pipelined-steps": the same plus the step overlap inside a warpgroup (PIPELINE) where
-# the config allows it (D=64; D=128 runs "pipelined").
-DKDV_ENV = "JFA_TLX_DKDV"
-DKDV_VARIANTS = ("serial", "pipelined", "pipelined-steps")
-
-
-def dkdv_variant() -> str:
-    """The dk/dv pass `backward` uses now (read from the environment at every call)."""
-    v = os.environ.get(DKDV_ENV, "serial")
-    if v not in DKDV_VARIANTS:
-        raise ValueError(f"{DKDV_ENV}={v!r}: expected one of {DKDV_VARIANTS}")
-    return v
 
 
 DKDV_BLOCK_N = 128  # KV rows per dk/dv tile
@@ -248,7 +217,6 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     """Gradients (dq, dk, dv) of `forward`; dq of broadcast_q is the batch sum (fp32 accumulate)."""
     from kernels.tlx_hopper_bwd import (_jfa_bwd_preprocess_kernel, _jfa_dq_reduce_kernel,
                                         jfa_bwd_dkdv_kernel, jfa_bwd_dq_kernel)
-    from kernels.tlx_hopper_bwd_dkdv import jfa_bwd_dkdv_pipelined_kernel
     from kernels.tlx_schedule import build_schedule
 
     reason = supports(query, key, value, params)
@@ -290,20 +258,11 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     num_nb = max(1, triton_cdiv(int(params.max_seq_len_kv), DKDV_BLOCK_N))
     entries, n_entries = build_schedule(query_offset, key_offset, B, q_len, num_nb, window, causal,
                                         broadcast, DKDV_BLOCK_N, DKDV_STEP, kv_stationary=True)
-    dkdv_args = (desc_q, desc_do, desc_k, desc_v, dk, dv, lse, delta, q_off, key_offset, entries,
-                 n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out)
-    variant = dkdv_variant()
-    if variant != "serial":
-        jfa_bwd_dkdv_pipelined_kernel[(n_sm,)](
-            *dkdv_args, HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_pp_buf_q, CONSUMER_REGS=cfg.dkdv_regs,
-            CAUSAL=causal, HAS_WINDOW=window is not None, BROADCAST_Q=broadcast,
-            PIPELINE=cfg.dkdv_pp_pipeline and variant == "pipelined-steps", num_warps=4,
-            num_stages=1)
-    else:
-        jfa_bwd_dkdv_kernel[(n_sm,)](
-            *dkdv_args, HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs,
-            CAUSAL=causal, HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, num_warps=4,
-            num_stages=1)
+    jfa_bwd_dkdv_kernel[(n_sm,)](
+        desc_q, desc_do, desc_k, desc_v, dk, dv, lse, delta, q_off, key_offset, entries,
+        n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out,
+        HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
+        HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, num_warps=4, num_stages=1)
 
     # dQ: Q-stationary (the forward's schedule shape)
     bm = cfg.dq_block_m

@@ -8,11 +8,7 @@ exists, (dq, dk, dv) with the reference, with tolerances tied to the precision.
 Also runnable as a script on the device, sharded over processes so that compilation runs in parallel
 and a hang (barrier bug) only stalls one shard:
 
-    python tests/kernels/test_tlx_hopper.py --shard 3/8 [--passes fwd,grid,bwd,bwd-det]
-        [--filter SUBSTR,...] [--dkdv serial,pipelined,pipelined-steps]
-
-Backward checks run once per dk/dv pass (env JFA_TLX_DKDV, the temporary A/B switch of
-`kernels.tlx_hopper`); result case names end in "-dkdv:<pass>".
+    python tests/kernels/test_tlx_hopper.py --shard 3/8 [--bwd] [--grid]
 """
 
 from __future__ import annotations
@@ -208,27 +204,6 @@ def check_forward(case: Case, seed: int = 0) -> dict:
     return res
 
 
-DKDV_VARIANTS = ("serial", "pipelined", "pipelined-steps")  # kernels.tlx_hopper.DKDV_VARIANTS (not imported on CPU)
-
-
-class dkdv_variant:
-    """Context: run the backward with the dk/dv pass `name` (env JFA_TLX_DKDV, temporary A/B)."""
-
-    def __init__(self, name: str | None):
-        self.name = name
-
-    def __enter__(self):
-        self.old = os.environ.get("JFA_TLX_DKDV")
-        if self.name is not None:
-            os.environ["JFA_TLX_DKDV"] = self.name
-
-    def __exit__(self, *exc):
-        if self.old is None:
-            os.environ.pop("JFA_TLX_DKDV", None)
-        else:
-            os.environ["JFA_TLX_DKDV"] = self.old
-
-
 def check_backward(case: Case, seed: int = 0) -> dict:
     """(dq, dk, dv) against fp32 autograd through the reference; also forward rerun equality."""
     from kernels import tlx_hopper
@@ -281,13 +256,6 @@ def check_bwd_determinism(case: Case, grids=(1, 3, 7)) -> dict:
     base = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params)
     again = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params)
     bad = [n for n, a, b in zip("dq dk dv".split(), base, again) if not torch.equal(a, b)]
-    res = {"case": case.name, "pass": "bwd-det"}
-    if tlx_hopper.dkdv_variant() != "serial":  # same products in the same order: expect bitwise
-        with dkdv_variant("serial"):
-            ser = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params)
-        res["dkdv_bitwise_serial"] = all(torch.equal(a, b) for a, b in zip(base[1:], ser[1:]))
-        res["dkdv_maxdiff_serial"] = max((a.float() - b.float()).abs().max().item()
-                                         for a, b in zip(base[1:], ser[1:]))
     for g in grids:
         tlx_hopper.GRID_OVERRIDE = g
         try:
@@ -298,7 +266,7 @@ def check_bwd_determinism(case: Case, grids=(1, 3, 7)) -> dict:
         bad += [f"{n}@grid{g}" for n, a, b in zip("dq dk dv".split(), base, other)
                 if n in names and not torch.equal(a, b)]
     torch.cuda.synchronize()
-    return {**res, "ok": not bad, "errors": bad}
+    return {"case": case.name, "pass": "bwd-det", "ok": not bad, "errors": bad}
 
 
 def check_grid_determinism(case: Case, grids=(1, 3, 7)) -> dict:
@@ -394,21 +362,17 @@ def test_forward_any_grid_size(case):
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("dkdv", DKDV_VARIANTS)
 @pytest.mark.parametrize("case", bwd_cases(), ids=lambda c: c.name)
-def test_backward(case, dkdv):
-    with dkdv_variant(dkdv):
-        res = check_backward(case, seed=zlib.crc32(case.name.encode()))
+def test_backward(case):
+    res = check_backward(case, seed=zlib.crc32(case.name.encode()))
     assert res["ok"], res
 
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("dkdv", DKDV_VARIANTS)
 @pytest.mark.parametrize("case", bwd_det_cases(), ids=lambda c: c.name)
-def test_backward_deterministic(case, dkdv):
-    with dkdv_variant(dkdv):
-        res = check_bwd_determinism(case)
+def test_backward_deterministic(case):
+    res = check_bwd_determinism(case)
     assert res["ok"], res
 
 
@@ -421,8 +385,6 @@ def _main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--passes", default="fwd,grid,bwd,bwd-det")
     ap.add_argument("--filter", default="", help="comma-separated substrings of case names")
-    ap.add_argument("--dkdv", default=",".join(DKDV_VARIANTS),
-                    help="dk/dv passes the bwd and bwd-det checks run with (JFA_TLX_DKDV)")
     args = ap.parse_args()
     idx, n = (int(x) for x in args.shard.split("/"))
     passes = args.passes.split(",")
@@ -432,30 +394,23 @@ def _main():
     if args.filter:
         jobs = [j for j in jobs if any(f in j[1].name for f in args.filter.split(","))]
     jobs = [j for j in jobs if zlib.crc32(j[1].variant().encode()) % n == idx]
-    # backward jobs once per dk/dv pass (the same shard compiles both for a variant)
-    jobs = [(kind, case, dk) for kind, case in jobs
-            for dk in (args.dkdv.split(",") if kind.startswith("bwd") else [None])]
     reason = _tlx_reason()
     results = []
-    for kind, case, dk in jobs:
-        print(f"[shard {idx}] {kind} {case.name} {dk or ''}", flush=True)
+    for kind, case in jobs:
+        print(f"[shard {idx}] {kind} {case.name}", flush=True)
         t = time.time()
         if reason is not None:
             res = {"case": case.name, "pass": kind, "ok": None, "errors": [reason]}
         else:
             try:
                 seed = zlib.crc32(case.name.encode())
-                with dkdv_variant(dk):
-                    res = {"fwd": lambda: check_forward(case, seed),
-                           "grid": lambda: check_grid_determinism(case),
-                           "bwd": lambda: check_backward(case, seed),
-                           "bwd-det": lambda: check_bwd_determinism(case)}[kind]()
+                res = {"fwd": lambda: check_forward(case, seed),
+                       "grid": lambda: check_grid_determinism(case),
+                       "bwd": lambda: check_backward(case, seed),
+                       "bwd-det": lambda: check_bwd_determinism(case)}[kind]()
             except Exception as exc:  # record and go on with the next case
                 res = {"case": case.name, "pass": kind, "ok": False,
                        "errors": [f"{type(exc).__name__}: {str(exc)[:500]}"]}
-        if dk is not None:
-            res["case"] = f"{res['case']}-dkdv:{dk}"
-            res["dkdv"] = dk
         res["s"] = round(time.time() - t, 2)
         print(json.dumps(res), flush=True)
         results.append(res)
