@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> None:
         _add_speedups(results)
     paths = write_reports(results, args.out_dir, args.name, argv)
     print(paths[1].read_text())
-    if os.environ.get("OUT"):
+    if os.environ.get("OUT") and Path(os.environ["OUT"]).resolve() != args.out_dir.resolve():
         for path in paths:
             shutil.copy(path, os.environ["OUT"])
     print("wrote " + ", ".join(map(str, paths)))

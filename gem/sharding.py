@@ -25,9 +25,11 @@ class ShardingConfig:
     # "fused": the FBGEMM table-batched kernel with the optimizer applied inside backward. It is
     # also the only kernel whose sharded EmbeddingCollection returns unpooled rows on CPU.
     compute_kernel: str = "fused"
-    # The planner picks per table among these (by its cost model); data_parallel is excluded
-    # because it has no fused kernel.
-    sharding_types: list[str] = field(default_factory=lambda: ["table_wise", "row_wise", "column_wise"])
+    # The planner picks per table among these (by its cost model). data_parallel is excluded
+    # because it has no fused kernel; column_wise because row-wise Adagrad keeps one accumulator
+    # per row *per shard*: split by columns, a row's update would depend on the number of ranks
+    # (the planner picked column_wise for every gem_base table at 4 ranks when it was allowed).
+    sharding_types: list[str] = field(default_factory=lambda: ["table_wise", "row_wise"])
 
 
 @dataclass
