@@ -11,7 +11,8 @@
 #   nosync  the no-host-sync smoke tests alone (prints where each remaining sync comes from)
 #   profile benchmarks.jfa_profile: host vs device ms per attention call (PROFILE_ARGS)
 #   flex    benchmarks.jfa on the host's own triton (no TLX bundle): FlexAttention, varlen, triton
-#   agree   train.py per attention backend, same seed and data: eval NE must agree (AGREE_STEPS)
+#   agree   train.py per attention backend and seed (AGREE_BACKENDS, AGREE_SEEDS, AGREE_STEPS): eval
+#           NE across backends against the seed-to-seed spread
 #   scale   train.py under torchrun on 1..N GPUs: same global batch (metrics must agree) and
 #           same per-GPU batch (scaling efficiency); SCALE_RUNS="nproc:batch ..."; SCALE_ARGS: extra
 #           Hydra overrides
@@ -62,8 +63,9 @@ for stage in $STAGES; do
     gpu=0
     for variant in ${TPUT_VARIANTS:-base:}; do
       name=${variant%%:*}; overrides=${variant#*:}
-      CUDA_VISIBLE_DEVICES=$gpu timeout ${TPUT_TIMEOUT:-420} python -m benchmarks.train_throughput --out-dir "$OUT" \
-        --name variant_$name --backends tlx ${TPUT_ARGS:-} ${overrides//,/ } > /tmp/variant_$name.log 2>&1 &
+      # one compile thread: Inductor then raises its real error instead of "SubprocException"
+      CUDA_VISIBLE_DEVICES=$gpu TORCHINDUCTOR_COMPILE_THREADS=1 timeout ${TPUT_TIMEOUT:-420} \
+        python -m benchmarks.train_throughput --out-dir "$OUT" --name variant_$name --backends tlx ${TPUT_ARGS:-} ${overrides//,/ } > /tmp/variant_$name.log 2>&1 &
       gpu=$(( (gpu + 1) % NGPU ))
     done
     wait
@@ -82,23 +84,28 @@ for stage in $STAGES; do
       -s -k no_host_sync 2>&1 | tee "$OUT/nosync.log" | grep "syncs in\|passed\|failed\|Error" | tail -20 ;;
   agree)
     stamp agree
-    # same seed, same data, AGREE_STEPS steps per attention backend
+    # same data, AGREE_STEPS steps per (attention backend, seed), NGPU runs at a time, one per GPU
     common="+experiment=gpu_base data.seq.fill=0.5 data.num_workers=6 data.eval_examples=16384
       trainer.max_steps=${AGREE_STEPS:-200} trainer.eval_every=0 trainer.log_every=50 trainer.progress=false
       trainer.tensorboard=false trainer.resume=none ${AGREE_ARGS:-}"
-    set -- ${AGREE_BACKENDS:-tlx varlen triton sdpa_padded}
-    while [ $# -gt 0 ]; do  # NGPU backends at a time, one per GPU
+    runs=""
+    for backend in ${AGREE_BACKENDS:-tlx varlen triton sdpa_padded}; do
+      for seed in ${AGREE_SEEDS:-0}; do runs="$runs $backend:$seed"; done
+    done
+    set -- $runs
+    while [ $# -gt 0 ]; do
       for gpu in $(seq 0 $((NGPU - 1))); do
         [ $# -gt 0 ] || break
-        CUDA_VISIBLE_DEVICES=$gpu timeout ${AGREE_TIMEOUT:-240} python train.py $common attention.backend=$1 \
-          hydra.run.dir=/tmp/agree_$1 > /tmp/agree_$1.log 2>&1 &
-        shift
+        backend=${1%:*}; seed=${1#*:}; shift
+        CUDA_VISIBLE_DEVICES=$gpu timeout ${AGREE_TIMEOUT:-240} python train.py $common attention.backend=$backend \
+          trainer.seed=$seed hydra.run.dir=/tmp/agree_${backend}_s$seed > /tmp/agree_${backend}_s$seed.log 2>&1 &
       done
       wait
     done
-    for b in ${AGREE_BACKENDS:-tlx varlen triton sdpa_padded}; do
-      cp /tmp/agree_$b/metrics.jsonl "$OUT/agree_$b.jsonl" 2>/dev/null || tail -20 /tmp/agree_$b.log
-      echo "$b $(grep -h '"split": "summary"' /tmp/agree_$b/metrics.jsonl 2>/dev/null)"
+    for run in $runs; do
+      backend=${run%:*}; seed=${run#*:}; dir=/tmp/agree_${backend}_s$seed
+      cp $dir/metrics.jsonl "$OUT/agree_${backend}_s$seed.jsonl" 2>/dev/null || tail -20 $dir.log
+      echo "$backend seed=$seed $(grep -h '"split": "summary"' $dir/metrics.jsonl 2>/dev/null)"
     done | tee "$OUT/agree.log" ;;
   scale)
     stamp scale
@@ -119,3 +126,8 @@ for stage in $STAGES; do
   esac
 done
 stamp done
+# The device tool brings back at most 8 files: past that, pack everything into one archive.
+if [ "$(find "$OUT" -type f | wc -l)" -gt 8 ]; then
+  (cd "$OUT" && tar czf /tmp/gpu_e2e_results.tgz --exclude=gpu_e2e_results.tgz . && find . -type f -delete &&
+   mv /tmp/gpu_e2e_results.tgz .) && echo "packed \$OUT into gpu_e2e_results.tgz"
+fi

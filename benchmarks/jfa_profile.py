@@ -11,8 +11,9 @@ For each workload, method and pass it prints:
 - `device ms`: the sum of the call's kernels' device time (torch.profiler), and each kernel's share.
 
 `host ms` close to or above `device ms` means the call is launch-bound: the GPU idles between
-calls, and a faster kernel would not show in `wall ms`. That is the question the fill-0.1 rows of
-docs/benchmarks/README.md leave open.
+calls, and a faster kernel would not show in `wall ms` (measured on the H200 for the fill-0.1 PMA
+rows: docs/kernels/tlx_hopper.md). `--host-profile` then prints, per row, the Python functions that
+take the host time (cProfile, by own time), to aim a launch-path change.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -55,7 +57,23 @@ def kernel_ms(step: Callable[[], None], calls: int) -> dict[str, float]:
     return dict(per_kernel)
 
 
-def profile(method: str, inputs, passes: str, calls: int) -> str:
+def host_profile(step: Callable[[], None], calls: int, top: int = 12) -> str:
+    """The `top` functions by own host time over `calls` calls (cProfile), one per line."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        step()
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    rows = sorted(stats.stats.items(), key=lambda item: -item[1][2])[:top]  # (file, line, name) -> (cc, nc, tt, ct, callers)
+    return "\n".join(f"    {1e3 * tt / calls:7.3f} ms own, {1e3 * ct / calls:7.3f} ms cum  {Path(file).name}:{line} {name}"
+                     for (file, line, name), (_, _, tt, ct, _) in rows)
+
+
+def profile(method: str, inputs, passes: str, calls: int, with_host_profile: bool = False) -> str:
     import triton.testing
 
     for x in inputs.leaves():
@@ -72,7 +90,8 @@ def profile(method: str, inputs, passes: str, calls: int) -> str:
     device = sum(kernels.values())
     top = sorted(kernels.items(), key=lambda kv: -kv[1])[:4]
     shares = ", ".join(f"{name[:48]} {ms:.3f}" for name, ms in top)
-    return f"| {method} | {passes} | {wall:.3f} | {host:.3f} | {device:.3f} | {len(kernels)} | {shares} |"
+    row = f"| {method} | {passes} | {wall:.3f} | {host:.3f} | {device:.3f} | {len(kernels)} | {shares} |"
+    return row + ("\n" + host_profile(step, calls) if with_host_profile else "")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -82,6 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--passes", default=",".join(PASSES))
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--host-profile", action="store_true", help="also print each row's top host functions")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if not torch.cuda.is_available():
         raise SystemExit("benchmarks.jfa_profile needs a CUDA GPU")
@@ -93,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
         for method in args.methods.split(","):
             for passes in args.passes.split(","):
                 try:
-                    print(profile(method, inputs, passes, args.calls), flush=True)
+                    print(profile(method, inputs, passes, args.calls, args.host_profile), flush=True)
                 except Exception as error:  # a failing method is a row, not the end of the run
                     print(f"| {method} | {passes} | {type(error).__name__}: {str(error).splitlines()[0][:80]} | | | | |")
 

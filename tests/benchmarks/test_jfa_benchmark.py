@@ -191,3 +191,19 @@ def test_profile_row_accounts_for_the_call() -> None:
     assert cells[:2] == ["triton", "fwd+bwd"]
     wall, host, device, kernels = float(cells[2]), float(cells[3]), float(cells[4]), int(cells[5])
     assert wall > 0 and host > 0 and device > 0 and kernels >= 3  # forward, delta, dK/dV, dQ at least
+
+
+def test_host_profile_names_the_functions_that_take_the_host_time() -> None:
+    from benchmarks.jfa_profile import host_profile
+
+    def slow_part() -> int:
+        total = 0
+        for i in range(50_000):  # own time, no builtins under it
+            total += i * i
+        return total
+
+    lines = host_profile(lambda: slow_part(), calls=3, top=5).splitlines()
+    assert 1 <= len(lines) <= 5
+    assert "slow_part" in lines[0]  # the most own time comes first
+    own = [float(line.split()[0]) for line in lines]
+    assert own == sorted(own, reverse=True) and own[0] > 0
