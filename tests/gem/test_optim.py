@@ -33,7 +33,8 @@ def test_only_matrices_wider_than_the_base_are_scaled() -> None:
 
 def test_warm_up_scales_every_group_alike() -> None:
     model = Wide(10_000)
-    optimizer, scheduler = build_dense_optimizer(model, DenseOptimConfig(lr=1e-3, warmup_steps=10), max_steps=100)
+    cfg = DenseOptimConfig(lr=1e-3, warmup_steps=10, fan_in_base=4096)
+    optimizer, scheduler = build_dense_optimizer(model, cfg, max_steps=100)
     lrs = sorted(group["lr"] for group in optimizer.param_groups)
     assert lrs == pytest.approx([1e-4 * 0.4096, 1e-4])  # step 0 of a 10-step warm-up
     assert optimizer.param_groups[0]["lr"] == pytest.approx(1e-4)  # the logged lr is the unscaled one
