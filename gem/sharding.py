@@ -50,22 +50,32 @@ def shard_model(
     """Plan, shard and wrap `model`: tables (built on meta) are sharded over the ranks with the
     sparse optimizer fused into backward; the dense rest becomes data-parallel (DDP when W > 1).
     """
-    tables = []
     for module in _embedding_modules(model):
         apply_optimizer_in_backward(
             torchrec.optim.RowWiseAdagrad, module.parameters(), {"lr": sparse_optim.lr, "eps": sparse_optim.eps}
         )
+    planner = sharding_planner(model, cfg, env.world_size, env.device.type, local_batch_size)
+    plan = planner.collective_plan(model, SHARDERS, dist.GroupMember.WORLD)
+    return DistributedModelParallel(model, device=env.device, sharders=SHARDERS, plan=plan)
+
+
+SHARDERS = [EmbeddingBagCollectionSharder(), EmbeddingCollectionSharder()]
+
+
+def sharding_planner(
+    model: nn.Module, cfg: ShardingConfig, world_size: int, device_type: str, local_batch_size: int
+) -> EmbeddingShardingPlanner:
+    """TorchRec's planner with this config's choices for every table (a cost model: no device needed)."""
+    tables = []
+    for module in _embedding_modules(model):
         configs = module.embedding_bag_configs() if isinstance(module, EmbeddingBagCollection) else module.embedding_configs()
         tables += [t.name for t in configs]
     constraints = {
         name: ParameterConstraints(sharding_types=list(cfg.sharding_types), compute_kernels=[cfg.compute_kernel])
         for name in tables
     }
-    sharders = [EmbeddingBagCollectionSharder(), EmbeddingCollectionSharder()]
-    topology = Topology(world_size=env.world_size, compute_device=env.device.type)
-    planner = EmbeddingShardingPlanner(topology=topology, batch_size=local_batch_size, constraints=constraints)
-    plan = planner.collective_plan(model, sharders, dist.GroupMember.WORLD)
-    return DistributedModelParallel(model, device=env.device, sharders=sharders, plan=plan)
+    topology = Topology(world_size=world_size, compute_device=device_type)
+    return EmbeddingShardingPlanner(topology=topology, batch_size=local_batch_size, constraints=constraints)
 
 
 def compile_dense_children(model: DistributedModelParallel) -> None:
