@@ -18,6 +18,10 @@ import triton
 from triton.backends.compiler import GPUTarget
 
 TARGET = GPUTarget("cuda", 90, 128)
+# bwd: pointer arguments marked 16-byte aligned, as the JIT specialises torch allocations at launch
+# (vectorised stores). --unaligned reproduces the pre-2026-11-29 numbers (scalar stores, ~190 spills
+# at D=128 that the launched kernel does not have).
+ALIGNED_PTRS = True
 PTX_WORDS = ("wgmma.mma_async", "cp.async.bulk.tensor", "mbarrier.try_wait", "bar.sync",
              "bar.arrive", "setmaxnreg", "red.global", "atom.global", "cp.reduce.async.bulk")
 
@@ -114,7 +118,11 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128):
                 "tile_entry": "*i32", "n_entries": "*i32", "sm_scale": "fp32"})
     sig.update({k: "i32" for k in ints})
     sig.update({k: "constexpr" for k in const})
-    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const)
+    attrs = None
+    if ALIGNED_PTRS:  # what the JIT specialises for torch allocations: pointers 16-byte aligned
+        attrs = {(fn.arg_names.index(k),): [["tt.divisibility", 16]]
+                 for k, v in sig.items() if v.startswith("*")}
+    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const, attrs=attrs)
     return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1))
 
 
@@ -140,7 +148,11 @@ def main():
     ap.add_argument("--dump")
     ap.add_argument("--only", default="")
     ap.add_argument("--bwd", action="store_true")
+    ap.add_argument("--unaligned", action="store_true",
+                    help="bwd: do not mark pointers 16-byte aligned (the JIT does at launch)")
     args = ap.parse_args()
+    global ALIGNED_PTRS
+    ALIGNED_PTRS = not args.unaligned
     failed = 0
     if not args.bwd:
         for name, cfg, d, dt, causal, window, bcast in fwd_variants():
