@@ -18,9 +18,9 @@ import triton
 from triton.backends.compiler import GPUTarget
 
 TARGET = GPUTarget("cuda", 90, 128)
-# bwd: pointer arguments marked 16-byte aligned, as the JIT specialises torch allocations at launch
-# (vectorised stores). --unaligned reproduces the pre-2026-11-29 numbers (scalar stores, ~190 spills
-# at D=128 that the launched kernel does not have).
+# Pointer arguments marked 16-byte aligned, as the JIT specialises torch allocations at launch
+# (vectorised stores). --unaligned reproduces the pre-2026-11-29 numbers (scalar stores: ~190 spills
+# in the D=128 dK/dV pass that the launched kernel does not have).
 ALIGNED_PTRS = True
 PTX_WORDS = ("wgmma.mma_async", "cp.async.bulk.tensor", "mbarrier.try_wait", "bar.sync",
              "bar.arrive", "setmaxnreg", "red.global", "atom.global", "cp.reduce.async.bulk")
@@ -61,8 +61,16 @@ def compile_fwd(cfg, d, dt, causal, window, bcast):
                  BROADCAST_Q=bcast, RESIDENT=bcast)
     for k in const:
         sig[k] = "constexpr"
-    src = triton.compiler.ASTSource(fn=jfa_fwd_kernel, signature=sig, constexprs=const)
+    src = triton.compiler.ASTSource(fn=jfa_fwd_kernel, signature=sig, constexprs=const,
+                                    attrs=_pointer_attrs(jfa_fwd_kernel, sig))
     return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1))
+
+
+def _pointer_attrs(fn, sig):
+    """What the JIT specialises for torch allocations: every pointer 16-byte aligned (None: off)."""
+    if not ALIGNED_PTRS:
+        return None
+    return {(fn.arg_names.index(k),): [["tt.divisibility", 16]] for k, v in sig.items() if v.startswith("*")}
 
 
 def _resources(k):
@@ -118,11 +126,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128):
                 "tile_entry": "*i32", "n_entries": "*i32", "sm_scale": "fp32"})
     sig.update({k: "i32" for k in ints})
     sig.update({k: "constexpr" for k in const})
-    attrs = None
-    if ALIGNED_PTRS:  # what the JIT specialises for torch allocations: pointers 16-byte aligned
-        attrs = {(fn.arg_names.index(k),): [["tt.divisibility", 16]]
-                 for k, v in sig.items() if v.startswith("*")}
-    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const, attrs=attrs)
+    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const, attrs=_pointer_attrs(fn, sig))
     return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1))
 
 
@@ -149,7 +153,7 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--bwd", action="store_true")
     ap.add_argument("--unaligned", action="store_true",
-                    help="bwd: do not mark pointers 16-byte aligned (the JIT does at launch)")
+                    help="do not mark pointers 16-byte aligned (the JIT does at launch)")
     args = ap.parse_args()
     global ALIGNED_PTRS
     ALIGNED_PTRS = not args.unaligned
