@@ -55,11 +55,14 @@ def shard_model(
             torchrec.optim.RowWiseAdagrad, module.parameters(), {"lr": sparse_optim.lr, "eps": sparse_optim.eps}
         )
     planner = sharding_planner(model, cfg, env.world_size, env.device.type, local_batch_size)
-    plan = planner.collective_plan(model, SHARDERS, dist.GroupMember.WORLD)
-    return DistributedModelParallel(model, device=env.device, sharders=SHARDERS, plan=plan)
+    module_sharders = sharders()
+    plan = planner.collective_plan(model, module_sharders, dist.GroupMember.WORLD)
+    return DistributedModelParallel(model, device=env.device, sharders=module_sharders, plan=plan)
 
 
-SHARDERS = [EmbeddingBagCollectionSharder(), EmbeddingCollectionSharder()]
+def sharders() -> list:
+    """Fresh sharders for our two table collections (DMP keeps them: no sharing between models)."""
+    return [EmbeddingBagCollectionSharder(), EmbeddingCollectionSharder()]
 
 
 def sharding_planner(

@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 from data import build_dataset
 from gem.config import register_resolvers
 from gem.models import build_model
-from gem.sharding import SHARDERS, ShardingConfig, sharding_planner
+from gem.sharding import ShardingConfig, sharders, sharding_planner
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +24,7 @@ def _gpu_base_plan(world_size: int, sharding_types: list[str]) -> dict[str, tupl
     with torch.device("meta"):
         model, _ = build_model(cfg.model, cfg.attention, build_dataset(cfg.data, 0, world_size).schema)
     planner = sharding_planner(model, ShardingConfig(sharding_types=sharding_types), world_size, "cuda", 1024)
-    plan = planner.plan(model, SHARDERS)
+    plan = planner.plan(model, sharders())
     return {name: (p.sharding_type, p.ranks) for module in plan.plan.values() for name, p in module.items()}
 
 
