@@ -97,6 +97,7 @@ for stage in $STAGES; do
       for gpu in $(seq 0 $((NGPU - 1))); do
         [ $# -gt 0 ] || break
         backend=${1%:*}; seed=${1#*:}; shift
+        rm -rf /tmp/agree_${backend}_s$seed  # metrics.jsonl appends: a rerun must not read an older run
         CUDA_VISIBLE_DEVICES=$gpu timeout ${AGREE_TIMEOUT:-240} python train.py $common attention.backend=$backend \
           trainer.seed=$seed hydra.run.dir=/tmp/agree_${backend}_s$seed > /tmp/agree_${backend}_s$seed.log 2>&1 &
       done
@@ -114,7 +115,7 @@ for stage in $STAGES; do
       trainer.tensorboard=false trainer.resume=none trainer.eval_every=0 trainer.log_every=20 ${SCALE_ARGS:-}"
     for run in ${SCALE_RUNS:-1:2048 2:2048 1:1024}; do  # nproc:global batch
       set -- ${run/:/ }
-      dir=/tmp/scale_n$1_b$2
+      dir=/tmp/scale_n$1_b$2; rm -rf $dir  # metrics.jsonl appends: a rerun must not read an older run
       timeout ${SCALE_TIMEOUT:-200} torchrun --standalone --nproc_per_node=$1 train.py $common \
         data.batch_size=$2 hydra.run.dir=$dir > "$dir.log" 2>&1
       rc=$?

@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from benchmarks.jfa_baselines import BASELINES, Run
-from benchmarks.jfa_workloads import ISSUE_WORKLOADS, Cost, JaggedInputs, Lengths, Workload, cost, make_inputs
+from benchmarks.jfa_workloads import ISSUE_WORKLOADS, MODEL_WORKLOADS, Cost, JaggedInputs, Lengths, Workload, cost, make_inputs
 from kernels import jagged_flash_attention
 from kernels.jfa import BACKEND_MODULES
 
@@ -308,10 +308,14 @@ def write_reports(results: list[Result], out_dir: Path, name: str, argv: list[st
 
 
 def _select_workloads(patterns: list[str] | None, quick: bool) -> list[Workload]:
+    """Workloads whose name contains a pattern; patterns starting with "gem_base" pick from the
+    model's own shapes (MODEL_WORKLOADS), the others from the issue's."""
     if patterns:
-        chosen = [w for w in ISSUE_WORKLOADS if any(p in w.name for p in patterns)]
+        chosen = [w for w in ISSUE_WORKLOADS + MODEL_WORKLOADS
+                  if any(p in w.name and p.startswith("gem_base") == bool(w.family) for p in patterns)]
         if not chosen:
-            raise SystemExit(f"no workload matches {patterns}; names: {[w.name for w in ISSUE_WORKLOADS]}")
+            names = [w.name for w in ISSUE_WORKLOADS + MODEL_WORKLOADS]
+            raise SystemExit(f"no workload matches {patterns}; names: {names}")
         return chosen
     if quick:  # one per family
         return [w for w in ISSUE_WORKLOADS if w.fill == 0.5]

@@ -58,7 +58,7 @@ def kernel_ms(step: Callable[[], None], calls: int) -> dict[str, float]:
 
 
 def host_profile(step: Callable[[], None], calls: int, top: int = 12) -> str:
-    """The `top` functions by own host time over `calls` calls (cProfile), one per line."""
+    """The `top` functions by own host time, then by cumulative time, over `calls` calls (cProfile)."""
     import cProfile
     import pstats
 
@@ -67,10 +67,14 @@ def host_profile(step: Callable[[], None], calls: int, top: int = 12) -> str:
     for _ in range(calls):
         step()
     profiler.disable()
-    stats = pstats.Stats(profiler)
-    rows = sorted(stats.stats.items(), key=lambda item: -item[1][2])[:top]  # (file, line, name) -> (cc, nc, tt, ct, callers)
-    return "\n".join(f"    {1e3 * tt / calls:7.3f} ms own, {1e3 * ct / calls:7.3f} ms cum  {Path(file).name}:{line} {name}"
-                     for (file, line, name), (_, _, tt, ct, _) in rows)
+    stats = pstats.Stats(profiler).stats  # (file, line, name) -> (cc, nc, own, cum, callers)
+    lines = []
+    for title, column in (("by own time", 2), ("by cumulative time", 3)):
+        lines.append(f"    -- {title}")
+        for (file, line, name), (_, ncalls, own, cum, _) in sorted(stats.items(), key=lambda item: -item[1][column])[:top]:
+            lines.append(f"    {1e3 * own / calls:7.3f} ms own, {1e3 * cum / calls:7.3f} ms cum, {ncalls / calls:5.1f} calls"
+                         f"  {Path(file).name}:{line} {name}")
+    return "\n".join(lines)
 
 
 def profile(method: str, inputs, passes: str, calls: int, with_host_profile: bool = False) -> str:

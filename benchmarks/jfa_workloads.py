@@ -37,12 +37,13 @@ class Workload:
     head_dim: int = 128
     causal: bool = False
     dtype: torch.dtype = torch.bfloat16
+    family: str = ""  # name prefix of a non-issue group, e.g. "gem_base_"
 
     @property
     def name(self) -> str:
         shape = f"pma_q{self.q_len}" if self.kind == "pma" else "self"
         causal = "_causal" if self.causal else ""
-        return f"{shape}_B{self.batch}_L{self.max_len}_H{self.heads}{causal}_fill{self.fill}"
+        return f"{self.family}{shape}_B{self.batch}_L{self.max_len}_H{self.heads}{causal}_fill{self.fill}"
 
 
 ISSUE_WORKLOADS: tuple[Workload, ...] = (
@@ -50,6 +51,15 @@ ISSUE_WORKLOADS: tuple[Workload, ...] = (
     *(Workload("pma", 768, 1024, 4, fill, q_len=128) for fill in (0.1, 0.5, 0.9)),
     *(Workload("self", 768, 1024, 4, fill) for fill in (0.5, 1.0)),
 )
+
+
+# The attention calls of one `+experiment=gpu_base` training step (conf/model/gem_base.yaml: d=512,
+# 4 heads of 128, 4 non-causal self-attention layers over up to 1000 events,
+# a 128-query PMA), selected by patterns starting with "gem_base": where the step's attention time goes.
+MODEL_WORKLOADS: tuple[Workload, ...] = tuple(
+    w for fill in (0.1, 0.5)
+    for w in (Workload("self", 1024, 1000, 4, fill, family="gem_base_"),
+              Workload("pma", 1024, 1000, 4, fill, q_len=128, family="gem_base_")))
 
 
 def sample_lengths(batch: int, max_len: int, fill: float, generator: torch.Generator) -> Tensor:

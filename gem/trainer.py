@@ -48,9 +48,12 @@ class TrainerConfig:
     # torch.compile every child of the model except the sharded tables (TorchRec's dist stays eager);
     # shapes change every batch (jagged totals), so a child recompiles once and is dynamic after
     compile: bool = False
+    # Inductor compile workers. 1 compiles in the trainer's process: under torchrun with the fbtriton
+    # bundle, rank 1's worker subprocesses fail with "Could not find an active GPU backend" (H200, 2 GPUs)
+    compile_threads: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("max_steps", "log_every", "keep_ckpts"):
+        for name in ("max_steps", "log_every", "keep_ckpts", "compile_threads"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"trainer.{name} must be > 0, got {getattr(self, name)}")
         for name in ("eval_every", "ckpt_every", "max_skipped_steps"):
@@ -95,7 +98,7 @@ class Trainer:
         self.model = shard_model(model, sharding_cfg, optim_cfg.sparse, self.env, local_batch)
         init_embeddings(self.model, self.cfg.seed)
         if self.cfg.compile:
-            compile_dense_children(self.model)
+            compile_dense_children(self.model, self.cfg.compile_threads)
 
         self.dense_params = list(dense_parameters(self.model).values())
         self.grad_clip = optim_cfg.grad_clip

@@ -344,6 +344,34 @@ torch.library.register_autograd("jfa::jagged_flash_attention_fwd", _backward, se
 
 
 # ----------------------------------------------------------------------------------------------
+# Eager path: the same backend calls and gradients as the custom ops, through one
+# autograd.Function. torch.library's custom-op dispatch (schema binding, default filling, the
+# dynamo-disabled wrappers, output alias checks) costs ~0.1-0.2 ms of host time per call, the time
+# a fill-0.1 PMA kernel runs on the H200, so eager training was launch-bound (docs/kernels/tlx_hopper.md).
+# ----------------------------------------------------------------------------------------------
+
+
+class _EagerJFA(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, query: Tensor, key: Tensor, value: Tensor, query_offset: Tensor | None,
+                key_offset: Tensor, params: JFAParams, backend: str) -> tuple[Tensor, Tensor]:
+        with _on_device_of(query):
+            out, lse = _backend(backend).forward(query, key, value, query_offset, key_offset, params)
+        ctx.save_for_backward(query, key, value, query_offset, key_offset, out, lse)
+        ctx.params, ctx.backend = params, backend
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: Tensor, grad_lse: Tensor | None) -> tuple[Tensor | None, ...]:
+        query, key, value, query_offset, key_offset, out, lse = ctx.saved_tensors
+        with _on_device_of(query):
+            dq, dk, dv = _backend(ctx.backend).backward(
+                grad_out.contiguous(), query, key, value, out, lse, query_offset, key_offset, ctx.params)
+        return dq, dk, dv, None, None, None, None
+
+
+# ----------------------------------------------------------------------------------------------
 # Public entry point
 # ----------------------------------------------------------------------------------------------
 
@@ -420,8 +448,11 @@ def jagged_flash_attention(
     _check_scalars(params, backend)
     _check_offsets(query, key, query_offset, key_offset, params)
     name = _select_backend(backend, query, key, value, params)
-    out, lse = _forward_op(
-        query, key, value, query_offset, key_offset, max_seq_len_q, max_seq_len_kv, params.sm_scale,
-        causal, window_size, broadcast_q, deterministic, name,
-    )  # fmt: skip
+    if torch.compiler.is_compiling():  # the custom op: opaque to the graph, shapes from its fake
+        out, lse = _forward_op(
+            query, key, value, query_offset, key_offset, max_seq_len_q, max_seq_len_kv, params.sm_scale,
+            causal, window_size, broadcast_q, deterministic, name,
+        )  # fmt: skip
+    else:
+        out, lse = _EagerJFA.apply(query, key, value, query_offset, key_offset, params, name)
     return (out, lse) if return_lse else out

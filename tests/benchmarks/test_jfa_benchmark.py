@@ -179,6 +179,20 @@ def test_quick_selection_takes_one_workload_per_family() -> None:
     assert bench._select_workloads(["self"], quick=False) == [w for w in ISSUE_WORKLOADS if w.kind == "self"]
 
 
+def test_gem_base_patterns_select_the_models_own_attention_shapes() -> None:
+    from benchmarks.jfa_workloads import MODEL_WORKLOADS
+
+    chosen = bench._select_workloads(["gem_base_self"], quick=False)
+    assert [w.name for w in chosen] == ["gem_base_self_B1024_L1000_H4_fill0.1", "gem_base_self_B1024_L1000_H4_fill0.5"]
+    assert all(w in MODEL_WORKLOADS for w in chosen)
+    # the issue's patterns never pull in the model's shapes, and vice versa
+    assert all(not w.family for w in bench._select_workloads(["fill0.1"], quick=False))
+    assert bench._select_workloads(["gem_base", "pma_q192"], quick=False) == [
+        *[w for w in ISSUE_WORKLOADS if w.q_len == 192], *MODEL_WORKLOADS]
+    with pytest.raises(SystemExit, match="no workload matches"):
+        bench._select_workloads(["gem_base_q999"], quick=False)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_profile_row_accounts_for_the_call() -> None:
     """benchmarks.jfa_profile: one row per (method, pass) with positive wall, host and device times."""
@@ -203,7 +217,12 @@ def test_host_profile_names_the_functions_that_take_the_host_time() -> None:
         return total
 
     lines = host_profile(lambda: slow_part(), calls=3, top=5).splitlines()
-    assert 1 <= len(lines) <= 5
-    assert "slow_part" in lines[0]  # the most own time comes first
-    own = [float(line.split()[0]) for line in lines]
+    split = lines.index("    -- by cumulative time")
+    assert lines[0] == "    -- by own time" and 2 <= split <= 6
+    by_own, by_cum = lines[1:split], lines[split + 1:]
+    assert "slow_part" in by_own[0]  # the most own time comes first
+    own = [float(line.split()[0]) for line in by_own]
     assert own == sorted(own, reverse=True) and own[0] > 0
+    cum = [float(line.split()[3]) for line in by_cum]
+    assert 1 <= len(by_cum) <= 5 and cum == sorted(cum, reverse=True)
+    assert any("slow_part" in line and "1.0 calls" in line for line in by_cum)

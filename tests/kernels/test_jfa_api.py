@@ -150,3 +150,44 @@ def test_torch_compile_fullgraph_matches_eager() -> None:
     torch.testing.assert_close(compiled_loss, eager_loss, rtol=1e-4, atol=1e-6)
     for compiled, eager in zip(compiled_grads, eager_grads):
         torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-5)
+
+
+# -----------------------------------------------------------------------------------------------
+# Eager calls skip torch.library's dispatch (host time); compiled graphs hold the custom op
+# -----------------------------------------------------------------------------------------------
+
+
+def test_eager_calls_skip_the_custom_op_and_compute_what_it_computes(monkeypatch: pytest.MonkeyPatch) -> None:
+    query, key, value, query_offset, key_offset, max_q, max_kv = _small_call_args()
+    leaves = [x.requires_grad_() for x in (query, key, value)]
+    options = (max_q, max_kv, 0.25, True, 2, False, True, "reference")
+    op_out, _ = torch.ops.jfa.jagged_flash_attention_fwd(query, key, value, query_offset, key_offset, *options)
+    grad_out = torch.randn_like(op_out)
+    op_grads = torch.autograd.grad(op_out, leaves, grad_out)
+
+    def no_custom_op(*args: object) -> None:
+        raise AssertionError("an eager call went through the custom op")
+
+    monkeypatch.setattr(front_door, "_forward_op", no_custom_op)
+    monkeypatch.setattr(front_door, "_backward_op", no_custom_op)
+    out = jagged_flash_attention(query, key, value, query_offset, key_offset, max_q, max_kv, sm_scale=0.25,
+                                 causal=True, window_size=2, deterministic=True, backend="reference")
+    torch.testing.assert_close(out, op_out, rtol=0, atol=0)
+    for grad, op_grad in zip(torch.autograd.grad(out, leaves, grad_out), op_grads):
+        torch.testing.assert_close(grad, op_grad, rtol=0, atol=0)
+
+
+def test_compiled_graphs_call_the_custom_op() -> None:
+    query, key, value, query_offset, key_offset, max_q, max_kv = _small_call_args()
+    targets: list[str] = []
+
+    def record_graph(graph_module: torch.fx.GraphModule, example_inputs: list) -> object:
+        targets.extend(str(node.target) for node in graph_module.graph.nodes)
+        return graph_module.forward
+
+    def call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return jagged_flash_attention(q, k, v, query_offset, key_offset, max_q, max_kv, backend="reference")
+
+    compiled = torch.compile(call, backend=record_graph, fullgraph=True)(query, key, value)
+    assert "jfa.jagged_flash_attention_fwd.default" in targets
+    torch.testing.assert_close(compiled, call(query, key, value))
