@@ -128,7 +128,7 @@ def _descriptor(t: torch.Tensor, rows: int, block_rows: int):
 def forward(query, key, value, query_offset, key_offset, params, config: FwdConfig | None = None):
     """Jagged attention forward; returns (out, lse). See the module docstring."""
     from kernels.tlx_hopper_fwd import jfa_fwd_kernel
-    from kernels.tlx_schedule import build_fwd_schedule
+    from kernels.tlx_schedule import cached_schedule
 
     reason = supports(query, key, value, params)
     if reason is not None:
@@ -155,7 +155,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
     max_q = q_len if broadcast else int(params.max_seq_len_q)
     num_mb = max(1, triton_cdiv(max_q, cfg.block_m))
     window = params.window_size
-    tile_entry, n_entries = build_fwd_schedule(
+    tile_entry, n_entries = cached_schedule(
         query_offset, key_offset, B, q_len, num_mb, window, bool(params.causal), broadcast,
         cfg.block_m, cfg.block_n)
     n_prog = GRID_OVERRIDE or _num_sms(query.device.index or 0)
@@ -217,7 +217,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     """Gradients (dq, dk, dv) of `forward`; dq of broadcast_q is the batch sum (fp32 accumulate)."""
     from kernels.tlx_hopper_bwd import (_jfa_bwd_preprocess_kernel, _jfa_dq_reduce_kernel,
                                         jfa_bwd_dkdv_kernel, jfa_bwd_dq_kernel)
-    from kernels.tlx_schedule import build_schedule
+    from kernels.tlx_schedule import cached_schedule
 
     reason = supports(query, key, value, params)
     if reason is not None:
@@ -256,8 +256,8 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
 
     # dK, dV: KV-stationary
     num_nb = max(1, triton_cdiv(int(params.max_seq_len_kv), DKDV_BLOCK_N))
-    entries, n_entries = build_schedule(query_offset, key_offset, B, q_len, num_nb, window, causal,
-                                        broadcast, DKDV_BLOCK_N, DKDV_STEP, kv_stationary=True)
+    entries, n_entries = cached_schedule(query_offset, key_offset, B, q_len, num_nb, window, causal,
+                                         broadcast, DKDV_BLOCK_N, DKDV_STEP, kv_stationary=True)
     jfa_bwd_dkdv_kernel[(n_sm,)](
         desc_q, desc_do, desc_k, desc_v, dk, dv, lse, delta, q_off, key_offset, entries,
         n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out,
@@ -268,8 +268,8 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     bm = cfg.dq_block_m
     max_q = q_len if broadcast else int(params.max_seq_len_q)
     num_mb = max(1, triton_cdiv(max_q, bm))
-    entries, n_entries = build_schedule(query_offset, key_offset, B, q_len, num_mb, window, causal,
-                                        broadcast, bm, cfg.dq_block_n)
+    entries, n_entries = cached_schedule(query_offset, key_offset, B, q_len, num_mb, window, causal,
+                                         broadcast, bm, cfg.dq_block_n)
     pairs = hq * num_mb
     resident = broadcast and pairs <= n_sm
     cpp = n_sm // pairs if resident else 1

@@ -146,6 +146,21 @@ def test_async_offsets_check_runs_once_per_tensor_version(monkeypatch: pytest.Mo
         check(6)
 
 
+def test_async_offsets_check_of_inference_tensors_runs_every_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inference tensors keep no version counter (reading it raises): always checked, never cached."""
+    asserts: list[str] = []
+    assert_async = torch._assert_async
+    monkeypatch.setattr(torch, "_assert_async", lambda cond, msg: (asserts.append(msg), assert_async(cond, msg)))
+    with torch.inference_mode():
+        offsets = torch.tensor([0, 3, 3, 8])
+        for _ in range(2):
+            front_door._assert_offsets_async("key_offset", offsets, 8, "rows", 5, "max")
+        offsets[2] = 9
+        with pytest.raises(RuntimeError, match="^key_offset:"):
+            front_door._assert_offsets_async("key_offset", offsets, 8, "rows", 5, "max")
+    assert len(asserts) == 3 and offsets not in front_door._ASYNC_CHECKED
+
+
 @pytest.mark.skipif(not ON_GPU, reason="needs CUDA")
 def test_debug_checks_raise_value_error_on_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(front_door.DEBUG_CHECKS_ENV, "1")
