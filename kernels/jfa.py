@@ -1,7 +1,8 @@
-"""The one front door of jagged flash attention: validate, pick a backend, run it as a custom op.
+"""The one front door of jagged flash attention: validate, pick a backend, run it with autograd.
 
 Reads top to bottom: argument validation -> backend selection -> torch custom ops (+ fake
-implementations) -> autograd -> the public :func:`jagged_flash_attention`. The jagged layout and
+implementations; what torch.compile traces) -> their autograd -> the eager autograd.Function (the
+same backend calls without the custom-op dispatch) -> the public :func:`jagged_flash_attention`. The jagged layout and
 the masking rules are drawn in ``kernels.common``; each backend lives in its own module.
 """
 
