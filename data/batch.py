@@ -26,12 +26,17 @@ class Batch(Pipelineable):
 
         dense: float32 `[B, num_dense]`.
         labels: float32 `[B, num_tasks]` in {0, 1}.
+        sequence_max_len: the longest sequence in this batch, a host int (0 if all are empty).
+            Computed from the lengths when the batch is built on the CPU (-1, the default); the
+            attention kernels size their grids and schedules by it, and reading it from device
+            lengths later would be a host sync in every step.
     """
 
     sparse: KeyedJaggedTensor
     sequence: KeyedJaggedTensor
     dense: torch.Tensor
     labels: torch.Tensor
+    sequence_max_len: int = -1
 
     def __post_init__(self) -> None:
         # TorchRec's input distribution needs each key's total length on the host. Computed here,
@@ -40,6 +45,12 @@ class Batch(Pipelineable):
         for kjt in (self.sparse, self.sequence):
             if kjt.values().device.type == "cpu":
                 kjt.sync()
+        if self.sequence_max_len < 0:
+            lengths = self.sequence.lengths()
+            if lengths.device.type != "cpu":
+                raise ValueError("Batch.sequence_max_len: must be given for a batch built off the CPU "
+                                 "(reading device lengths would stall the stream)")
+            self.sequence_max_len = int(lengths.max()) if lengths.numel() else 0
 
     @property
     def batch_size(self) -> int:
@@ -51,6 +62,7 @@ class Batch(Pipelineable):
             sequence=self.sequence.to(device=device, non_blocking=non_blocking),
             dense=self.dense.to(device=device, non_blocking=non_blocking),
             labels=self.labels.to(device=device, non_blocking=non_blocking),
+            sequence_max_len=self.sequence_max_len,
         )
 
     def record_stream(self, stream: torch.Stream) -> None:
@@ -68,4 +80,5 @@ class Batch(Pipelineable):
             sequence=self.sequence.pin_memory(),
             dense=self.dense.pin_memory(),
             labels=self.labels.pin_memory(),
+            sequence_max_len=self.sequence_max_len,
         )

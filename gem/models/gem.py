@@ -130,7 +130,8 @@ class GEM(nn.Module):
             values = self.event_proj(torch.cat([jt.values() for jt in jts], dim=1))
         offsets = jts[0].offsets()
         recency = positions_from_end(offsets, values.shape[0]).clamp(max=self.schema.seq_max_len - 1)
-        return Jagged(values + self.recency(recency), offsets, self.schema.seq_max_len)
+        # the batch's own longest sequence, not the schema's bound: grids and schedules follow it
+        return Jagged(values + self.recency(recency), offsets, batch.sequence_max_len)
 
     def forward(self, batch: Batch) -> torch.Tensor:
         pooled = self.sparse_arch(batch.sparse)  # KeyedTensor, one [B, d] per feature

@@ -4,6 +4,7 @@ and the analytic FLOP count against torch's FLOP counter."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 
 import pytest
@@ -159,10 +160,17 @@ def test_gpu_backends_compute_the_same_function_in_bf16(backend: str) -> None:
 
 @pytest.mark.parametrize("interaction", ["dcn", "wukong"])
 @pytest.mark.parametrize("cls_tokens", [False, True])
-def test_flop_count_matches_torch_counter(interaction: str, cls_tokens: bool) -> None:
+def test_flop_count_matches_torch_counter(interaction: str, cls_tokens: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every linear / cross / interaction matmul: the analytic count equals what torch's FLOP counter
     sees. The JFA custom op is opaque to the counter (its cost depends on offsets' values), so the
-    attention part is checked against a per-sequence count written out here."""
+    eager calls are routed through it here and the attention part is checked against a per-sequence
+    count written out below. (Eagerly the reference backend's padded matmuls would be counted.)"""
+    from kernels import jfa as front_door
+
+    def through_the_custom_op(query, key, value, query_offset, key_offset, params, backend):
+        return front_door._forward_op(query, key, value, query_offset, key_offset, *dataclasses.astuple(params), backend)
+
+    monkeypatch.setattr(front_door._EagerJFA, "apply", through_the_custom_op)
     data = small_data(0.7, 0.2)
     batch = first_batch(data)
     model = small_gem(data.schema, "reference", interaction__type=interaction, event_combine="concat",
@@ -222,3 +230,25 @@ def test_recency_embedding_starts_at_the_scale_of_the_tables() -> None:
     data = small_data()
     model = small_gem(data.schema)
     assert model.recency.weight.std() < 0.05
+
+
+def test_attention_is_sized_by_the_batchs_longest_sequence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Grids and schedules follow the batch's own longest sequence (a host int the batch carries),
+    not the schema's bound: at fill 0.1 of a 1000-event bound most q/kv blocks would be empty."""
+    from kernels import jfa as front_door
+
+    seen: list[tuple[int, int, bool]] = []
+    apply = front_door._EagerJFA.apply
+
+    def record(query, key, value, query_offset, key_offset, params, backend):
+        seen.append((params.max_seq_len_q, params.max_seq_len_kv, params.broadcast_q))
+        return apply(query, key, value, query_offset, key_offset, params, backend)
+
+    monkeypatch.setattr(front_door._EagerJFA, "apply", record)
+    data = small_data(0.3, 0.2, max_len=40)
+    batch = first_batch(data)
+    longest = int(batch.sequence.lengths().max())
+    assert batch.sequence_max_len == longest < data.schema.seq_max_len == 40
+    small_gem(data.schema)(batch)
+    assert seen and all(kv == longest for _, kv, _ in seen)
+    assert {q for q, _, broadcast in seen if not broadcast} == {longest, 1}  # self-attention, target
