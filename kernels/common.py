@@ -63,7 +63,9 @@ class JFABackend(Protocol):
         """None if this backend can serve the call, else the reason it cannot.
 
         Must read only metadata (device, dtype, head counts, head dim, params), never tensor data
-        nor row counts: under torch.compile the choice is made once per graph.
+        nor jagged row counts: under torch.compile the choice is made once per graph. The front door
+        passes the max lengths as 0 (batches carry their own, symbolic under torch.compile); a
+        broadcast query's row count, q_len, a model constant, may be read instead.
         """
         ...
 

@@ -200,8 +200,13 @@ def _log_fallback_once(name: str, reason: str, on_gpu: bool) -> None:
 
 
 def _select_backend(requested: str, query: Tensor, key: Tensor, value: Tensor, params: JFAParams) -> str:
-    """The backend that serves this call; under torch.compile chosen once per graph, at trace time."""
-    fields = tuple(getattr(params, field.name) for field in dataclasses.fields(params))
+    """The backend that serves this call; under torch.compile chosen once per graph, at trace time.
+
+    No backend's choice depends on the max lengths, and they must not reach the constant-result
+    function: batches carry their own longest sequence, so under torch.compile they become symbolic
+    ints after the first batch whose maximum differs."""
+    selecting = dataclasses.replace(params, max_seq_len_q=0, max_seq_len_kv=0)
+    fields = tuple(getattr(selecting, field.name) for field in dataclasses.fields(selecting))
     return _select_backend_eagerly(requested, query, key, value, fields)
 
 

@@ -66,7 +66,7 @@ def supports(query, key, value, params) -> str | None:
     if query.shape[1] % key.shape[1]:
         return "tlx needs Hq % Hkv == 0"
     if params.deterministic and params.broadcast_q:
-        pairs = query.shape[1] * triton_cdiv(int(params.max_seq_len_q), 128)  # worst dq config
+        pairs = query.shape[1] * triton_cdiv(query.shape[0], 128)  # the dq pass's q-blocks, worst config
         if pairs > _num_sms(query.device.index or 0):
             return ("tlx: deterministic broadcast_q dQ needs heads * q-blocks <= #SMs "
                     f"({pairs} > {_num_sms(query.device.index or 0)}); it would use atomics")

@@ -191,3 +191,21 @@ def test_compiled_graphs_call_the_custom_op() -> None:
     compiled = torch.compile(call, backend=record_graph, fullgraph=True)(query, key, value)
     assert "jfa.jagged_flash_attention_fwd.default" in targets
     torch.testing.assert_close(compiled, call(query, key, value))
+
+
+def test_compiled_calls_take_a_max_length_that_changes_every_batch() -> None:
+    """Batches carry their own longest sequence, so under torch.compile the max lengths become
+    symbolic ints after the first change; backend selection must not need their values."""
+    torch.manual_seed(0)
+    backend = "auto" if ON_GPU else "reference"
+    query = torch.randn(12, 2, 16, device=DEVICE)
+    key = torch.randn(12, 1, 16, device=DEVICE)
+
+    def attend(q: torch.Tensor, k: torch.Tensor, offsets: torch.Tensor, max_len: int) -> torch.Tensor:
+        return jagged_flash_attention(q, k, k, offsets, offsets, max_len, max_len, causal=True, backend=backend)
+
+    compiled = torch.compile(attend, fullgraph=True)
+    for lengths in ((5, 0, 7), (3, 9, 0), (11, 1, 0), (2, 2, 8)):  # max 7, 9, 11, 8: dynamic from the 2nd
+        rows = sum(lengths)
+        args = (query[:rows], key[:rows], offsets_of(lengths), max(lengths))
+        torch.testing.assert_close(compiled(*args), attend(*args), rtol=1e-4, atol=1e-5)
