@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import pytest
@@ -62,6 +63,22 @@ def test_auto_logs_each_fallback_reason_once(caplog: pytest.LogCaptureFixture) -
         assert not skipped_tlx
     else:
         assert len(skipped_tlx) == 1
+
+
+def test_auto_routes_deterministic_broadcast_away_from_tlx_when_dq_would_need_atomics() -> None:
+    """tlx's deterministic broadcast dQ reduces one fp32 partial per (head, q-block) CTA: with more
+    pairs than SMs it would need atomics, so auto falls back; the rule reads q_len from the query."""
+    if not (ON_GPU and front_door._is_sm90(torch.device(DEVICE))) or isinstance(front_door._import_backend("tlx"), str):
+        pytest.skip("needs an sm_90 GPU with fbtriton (TLX)")
+    from kernels.tlx_hopper import _num_sms
+
+    key = torch.randn(10, 4, 64, device=DEVICE, dtype=torch.bfloat16)
+    too_many = torch.randn(128 * (_num_sms(torch.cuda.current_device()) // 4 + 1), 4, 64, device=DEVICE, dtype=torch.bfloat16)
+    params = JFAParams(too_many.shape[0], 10, 0.125, broadcast_q=True, deterministic=True)
+    assert "heads * q-blocks <= #SMs" in front_door._unsupported_reason("tlx", too_many, key, key, params)
+    assert front_door._select_backend("auto", too_many, key, key, params) == "triton"
+    few = too_many[:192]
+    assert front_door._select_backend("auto", few, key, key, dataclasses.replace(params, max_seq_len_q=5000)) == "tlx"
 
 
 def test_missing_backend_module_is_reported_not_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
