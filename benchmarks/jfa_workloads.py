@@ -53,9 +53,9 @@ ISSUE_WORKLOADS: tuple[Workload, ...] = (
 )
 
 
-# The attention calls of one `+experiment=gpu_base` training step (conf/model/gem_base.yaml: d=512,
-# 4 heads of 128, 4 non-causal self-attention layers over up to 1000 events,
-# a 128-query PMA), selected by patterns starting with "gem_base": where the step's attention time goes.
+# The self-attention and PMA calls of a `+experiment=gpu_base` training step (conf/model/gem_base.yaml:
+# d=512, 4 heads of 128, 4 non-causal self-attention layers over up to 1000 events, a 128-query PMA;
+# the one-query target attention is left out), selected by patterns starting with "gem_base".
 MODEL_WORKLOADS: tuple[Workload, ...] = tuple(
     w for fill in (0.1, 0.5)
     for w in (Workload("self", 1024, 1000, 4, fill, family="gem_base_"),

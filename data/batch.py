@@ -26,10 +26,11 @@ class Batch(Pipelineable):
 
         dense: float32 `[B, num_dense]`.
         labels: float32 `[B, num_tasks]` in {0, 1}.
-        sequence_max_len: the longest sequence in this batch, a host int (0 if all are empty).
-            Computed from the lengths when the batch is built on the CPU (-1, the default); the
-            attention kernels size their grids and schedules by it, and reading it from device
-            lengths later would be a host sync in every step.
+        sequence_max_len: the longest sequence in this batch, at least 1 (no kernel sees a zero
+            bound), a host int. Always computed from the lengths when they are on the CPU (so a
+            copy with new sequences cannot keep a stale value); a batch built elsewhere must be
+            given it. The attention kernels size their grids and schedules by it, and reading it
+            from device lengths would be a host sync in every step.
     """
 
     sparse: KeyedJaggedTensor
@@ -45,12 +46,12 @@ class Batch(Pipelineable):
         for kjt in (self.sparse, self.sequence):
             if kjt.values().device.type == "cpu":
                 kjt.sync()
-        if self.sequence_max_len < 0:
-            lengths = self.sequence.lengths()
-            if lengths.device.type != "cpu":
-                raise ValueError("Batch.sequence_max_len: must be given for a batch built off the CPU "
-                                 "(reading device lengths would stall the stream)")
-            self.sequence_max_len = int(lengths.max()) if lengths.numel() else 0
+        lengths = self.sequence.lengths()
+        if lengths.device.type == "cpu":
+            self.sequence_max_len = max(int(lengths.max()) if lengths.numel() else 0, 1)
+        elif self.sequence_max_len < 1:
+            raise ValueError("Batch.sequence_max_len: must be given (>= 1) for a batch built off the CPU "
+                             "(reading device lengths would stall the stream)")
 
     @property
     def batch_size(self) -> int:

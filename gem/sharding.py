@@ -81,14 +81,16 @@ def sharding_planner(
     return EmbeddingShardingPlanner(topology=topology, batch_size=local_batch_size, constraints=constraints)
 
 
-def compile_dense_children(model: DistributedModelParallel, compile_threads: int = 1) -> None:
+def compile_dense_children(model: DistributedModelParallel, compile_threads: int | None = 1) -> None:
     """torch.compile, in place, every child of the wrapped model that holds parameters and is not a
     sharded table collection. The model's own forward stays eager, so the sharded collections'
     input/output distribution (and TorchRec's pipeline tracing) is untouched. compile_threads:
-    Inductor's compile workers (1: in this process, no worker subprocesses)."""
-    import torch._inductor.config as inductor_config
+    Inductor's compile workers (1: in this process, no worker subprocesses; None: Inductor's own
+    setting)."""
+    if compile_threads is not None:
+        import torch._inductor.config as inductor_config
 
-    inductor_config.compile_threads = compile_threads
+        inductor_config.compile_threads = compile_threads
     for child in model.module.children():
         if not isinstance(child, ShardedModule) and next(child.parameters(), None) is not None:
             child.compile()

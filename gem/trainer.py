@@ -49,13 +49,16 @@ class TrainerConfig:
     # shapes change every batch (jagged totals), so a child recompiles once and is dynamic after
     compile: bool = False
     # Inductor compile workers. 1 compiles in the trainer's process: under torchrun with the fbtriton
-    # bundle, rank 1's worker subprocesses fail with "Could not find an active GPU backend" (H200, 2 GPUs)
-    compile_threads: int = 1
+    # bundle, rank 1's worker subprocesses fail with "Could not find an active GPU backend" (H200, 2
+    # GPUs). None leaves Inductor's own setting (TORCHINDUCTOR_COMPILE_THREADS) alone.
+    compile_threads: int | None = 1
 
     def __post_init__(self) -> None:
-        for name in ("max_steps", "log_every", "keep_ckpts", "compile_threads"):
+        for name in ("max_steps", "log_every", "keep_ckpts"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"trainer.{name} must be > 0, got {getattr(self, name)}")
+        if self.compile_threads is not None and self.compile_threads <= 0:
+            raise ValueError(f"trainer.compile_threads must be > 0 or null, got {self.compile_threads}")
         for name in ("eval_every", "ckpt_every", "max_skipped_steps"):
             if getattr(self, name) < 0:
                 raise ValueError(f"trainer.{name} must be >= 0, got {getattr(self, name)}")

@@ -24,6 +24,9 @@ A backend is a module with the three functions of :class:`JFABackend`; the front
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -52,6 +55,27 @@ class JFAParams:
     window_size: int | None = None
     broadcast_q: bool = False
     deterministic: bool = False
+
+
+# True while the front door runs an eager call: its offsets are framework tensors whose in-place
+# writes bump `_version`, so a backend may reuse what it derived from them (the tlx schedules).
+# Inside compiled graphs Inductor reuses buffers and fills them from kernels without a version bump,
+# so there nothing derived from offsets is reused.
+_OFFSETS_VERSIONED: contextvars.ContextVar[bool] = contextvars.ContextVar("jfa_offsets_versioned", default=False)
+
+
+@contextlib.contextmanager
+def versioned_offsets() -> Iterator[None]:
+    """The front door's promise, for the calls inside, that offsets change only with a version bump."""
+    token = _OFFSETS_VERSIONED.set(True)
+    try:
+        yield
+    finally:
+        _OFFSETS_VERSIONED.reset(token)
+
+
+def offsets_versioned() -> bool:
+    return _OFFSETS_VERSIONED.get()
 
 
 class JFABackend(Protocol):

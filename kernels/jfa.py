@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 from torch.utils.weak import WeakIdKeyDictionary
 
-from kernels.common import JFABackend, JFAParams, output_rows
+from kernels.common import JFABackend, JFAParams, output_rows, versioned_offsets
 
 logger = logging.getLogger(__name__)
 
@@ -362,7 +362,7 @@ class _EagerJFA(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, query: Tensor, key: Tensor, value: Tensor, query_offset: Tensor | None,
                 key_offset: Tensor, params: JFAParams, backend: str) -> tuple[Tensor, Tensor]:
-        with _on_device_of(query):
+        with _on_device_of(query), versioned_offsets():
             out, lse = _backend(backend).forward(query, key, value, query_offset, key_offset, params)
         ctx.save_for_backward(query, key, value, query_offset, key_offset, out, lse)
         ctx.params, ctx.backend = params, backend
@@ -370,9 +370,10 @@ class _EagerJFA(torch.autograd.Function):
         return out, lse
 
     @staticmethod
+    @torch.autograd.function.once_differentiable  # like the custom op: no double backward
     def backward(ctx: Any, grad_out: Tensor, grad_lse: Tensor | None) -> tuple[Tensor | None, ...]:
         query, key, value, query_offset, key_offset, out, lse = ctx.saved_tensors
-        with _on_device_of(query):
+        with _on_device_of(query), versioned_offsets():
             dq, dk, dv = _backend(ctx.backend).backward(
                 grad_out.contiguous(), query, key, value, out, lse, query_offset, key_offset, ctx.params)
         return dq, dk, dv, None, None, None, None

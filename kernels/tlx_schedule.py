@@ -38,6 +38,8 @@ import triton
 import triton.language as tl
 from torch.utils.weak import WeakIdKeyDictionary
 
+from kernels.common import offsets_versioned
+
 MAX_SORT_BLOCK = 16384  # entries sorted in one Triton program; torch.sort beyond
 
 
@@ -263,12 +265,14 @@ def cached_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
     its forward saw, so most builds repeat one already made for the same batch (in gem_base 9 of 12
     per step, each a 0.25 ms single-program sort plus a launch). An entry is reused only while both
     offsets tensors are the same objects with the same `_version` (an in-place write bumps it) and
-    dies with the key offsets, so a schedule never outlives its batch. Inference tensors (no
-    version counter) are never cached.
+    dies with the key offsets, so a schedule never outlives its batch. Built fresh, never cached:
+    outside the front door's eager calls (`kernels.common.offsets_versioned`: compiled graphs
+    write reused buffers without a version bump), for inference tensors (no version counter), and
+    while a CUDA graph is being captured (the build must be part of every replay).
     """
     config = (B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n, kv_stationary)
-    if k_off.is_inference() or (q_off is not None and q_off.is_inference()):
-        # inference tensors keep no version counter: an in-place write could not be seen
+    if (not offsets_versioned() or k_off.is_inference() or (q_off is not None and q_off.is_inference())
+            or (k_off.is_cuda and torch.cuda.is_current_stream_capturing())):
         return build_schedule(q_off, k_off, *config)
     versions = (k_off._version, None if q_off is None else q_off._version)
     per_offsets = _SCHEDULES.get(k_off)
@@ -282,5 +286,12 @@ def cached_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
             return schedule
     schedule = build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, block_m,
                               block_n, kv_stationary)
+    for stale in [k for k, (ref, _, _) in per_offsets.items() if ref is not None and ref() is None]:
+        del per_offsets[stale]  # query offsets that died (e.g. a per-call arange) while k_off lives
     per_offsets[key] = (None if q_off is None else weakref.ref(q_off), versions, schedule)
     return schedule
+
+
+def clear_schedule_cache() -> None:
+    """Forget every cached schedule (benchmarks timing one call as the first of its batch)."""
+    _SCHEDULES.clear()

@@ -101,6 +101,9 @@ def test_typed_rejects_unknown_keys_and_wrong_types() -> None:
         typed(TrainerConfig, OmegaConf.create({"pipeline": "async"}), "trainer")
     with pytest.raises(ValueError, match="trainer.pipeline=sparse_dist needs trainer.nonfinite=stop"):
         typed(TrainerConfig, OmegaConf.create({"pipeline": "sparse_dist", "nonfinite": "skip"}), "trainer")
+    with pytest.raises(ValueError, match="trainer.compile_threads must be > 0 or null"):
+        typed(TrainerConfig, OmegaConf.create({"compile_threads": 0}), "trainer")
+    assert typed(TrainerConfig, OmegaConf.create({"compile_threads": None}), "trainer").compile_threads is None
     with pytest.raises(ValueError, match="attention.backend"):
         typed(AttentionConfig, OmegaConf.create({"backend": "flash9"}), "attention")
     cfg = compose_config("model=dlrm")

@@ -226,3 +226,34 @@ def test_compiled_calls_take_a_max_length_that_changes_every_batch() -> None:
         rows = sum(lengths)
         args = (query[:rows], key[:rows], offsets_of(lengths), max(lengths))
         torch.testing.assert_close(compiled(*args), attend(*args), rtol=1e-4, atol=1e-5)
+
+
+def test_backends_may_reuse_offset_derived_data_in_eager_calls_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The eager path promises versioned offsets to the backend (forward and backward, which runs on
+    autograd's thread); the custom op, which compiled graphs call, does not."""
+    from kernels import reference
+    from kernels.common import offsets_versioned
+
+    seen: list[tuple[str, bool]] = []
+    forward, backward = reference.forward, reference.backward
+    monkeypatch.setattr(reference, "forward", lambda *a: (seen.append(("fwd", offsets_versioned())), forward(*a))[1])
+    monkeypatch.setattr(reference, "backward", lambda *a: (seen.append(("bwd", offsets_versioned())), backward(*a))[1])
+    query, key, value, query_offset, key_offset, max_q, max_kv = _small_call_args()
+    leaves = [x.requires_grad_() for x in (query, key, value)]
+    out = jagged_flash_attention(query, key, value, query_offset, key_offset, max_q, max_kv, backend="reference")
+    torch.autograd.grad(out.sum(), leaves)
+    assert seen == [("fwd", True), ("bwd", True)] and not offsets_versioned()
+    seen.clear()
+    options = (max_q, max_kv, 0.25, False, None, False, False, "reference")
+    out, _ = torch.ops.jfa.jagged_flash_attention_fwd(query, key, value, query_offset, key_offset, *options)
+    torch.autograd.grad(out.sum(), leaves)
+    assert seen == [("fwd", False), ("bwd", False)]
+
+
+def test_double_backward_raises_instead_of_a_wrong_answer() -> None:
+    query, key, value, query_offset, key_offset, max_q, max_kv = _small_call_args()
+    leaves = [x.requires_grad_() for x in (query, key, value)]
+    out = jagged_flash_attention(query, key, value, query_offset, key_offset, max_q, max_kv, backend="reference")
+    grads = torch.autograd.grad(out.square().sum(), leaves, create_graph=True)
+    with pytest.raises(RuntimeError, match="differentiate twice"):
+        grads[0].square().sum().backward()

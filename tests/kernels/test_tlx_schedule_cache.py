@@ -4,16 +4,19 @@ stale one. Runs on the CPU: the builder is swapped for its torch twin, counted."
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 
 import pytest
 import torch
 
 from kernels import tlx_schedule
+from kernels.common import versioned_offsets
 from kernels.tlx_schedule import _schedule_torch, cached_schedule
 
 
 @pytest.fixture
-def builds(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+def builds(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple]]:
+    """Counted builds, inside the front door's eager-call promise (offsets change with a version bump)."""
     calls: list[tuple] = []
 
     def counted(q_off, k_off, *config):
@@ -21,8 +24,9 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
         return _schedule_torch(q_off, k_off, *config)
 
     monkeypatch.setattr(tlx_schedule, "build_schedule", counted)
-    tlx_schedule._SCHEDULES.clear()
-    return calls
+    tlx_schedule.clear_schedule_cache()
+    with versioned_offsets():
+        yield calls
 
 
 def _offsets(lengths: list[int]) -> torch.Tensor:
@@ -70,6 +74,20 @@ def test_another_query_offsets_tensor_is_another_schedule(builds: list[tuple]) -
     for _ in range(5):
         _schedule(torch.arange(4, dtype=torch.int32) * 0, key_offsets)  # all-empty queries
     assert len(builds) == 7
+    # and the dead query offsets' entries do not pile up while the key offsets live
+    assert len(tlx_schedule._SCHEDULES[key_offsets]) == 2
+
+
+def test_nothing_is_cached_outside_the_front_doors_eager_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compiled graphs call the backends through the custom op, outside the promise: Inductor
+    refills reused buffers from kernels without a version bump, so a cached schedule could be stale."""
+    calls: list[tuple] = []
+    monkeypatch.setattr(tlx_schedule, "build_schedule", lambda q, k, *config: (calls.append(config), _schedule_torch(q, k, *config))[1])
+    tlx_schedule.clear_schedule_cache()
+    offsets = _offsets([7, 2])
+    _schedule(offsets, offsets)
+    _schedule(offsets, offsets)
+    assert len(calls) == 2 and len(tlx_schedule._SCHEDULES) == 0
 
 
 def test_entries_die_with_their_offsets(builds: list[tuple]) -> None:
