@@ -78,6 +78,12 @@ def offsets_versioned() -> bool:
     return _OFFSETS_VERSIONED.get()
 
 
+def tracked_version(tensor: Tensor) -> int | None:
+    """The tensor's version counter (in-place writes bump it), or None for inference tensors, which
+    keep none: whatever is cached per (tensor, version) must not be cached for them."""
+    return None if tensor.is_inference() else tensor._version
+
+
 class JFABackend(Protocol):
     """The contract every backend module (``kernels.reference``, ``kernels.triton_backend``,
     ``kernels.tlx_hopper``) fulfils. Inputs are validated by the front door: q/k/v share dtype and

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 from torch.utils.weak import WeakIdKeyDictionary
 
-from kernels.common import JFABackend, JFAParams, output_rows, versioned_offsets
+from kernels.common import JFABackend, JFAParams, output_rows, tracked_version, versioned_offsets
 
 logger = logging.getLogger(__name__)
 
@@ -108,10 +108,9 @@ def _check_offsets_on_host(name: str, offsets: Tensor, rows: int, rows_desc: str
 
 
 def _assert_offsets_async(name: str, offsets: Tensor, rows: int, rows_desc: str, max_len: int, max_name: str) -> None:
-    # inference tensors keep no version counter, so their check is never cached
-    cacheable = not torch.compiler.is_compiling() and not offsets.is_inference()
-    signature = (offsets._version, rows, max_len) if cacheable else None
-    if cacheable and _ASYNC_CHECKED.get(offsets) == signature:
+    version = None if torch.compiler.is_compiling() else tracked_version(offsets)
+    signature = (version, rows, max_len)
+    if version is not None and _ASYNC_CHECKED.get(offsets) == signature:
         return
     lengths = offsets.diff()
     valid = (offsets[0] == 0) & (offsets[-1] == rows) & (lengths >= 0).all() & (lengths <= max_len).all()
@@ -120,7 +119,7 @@ def _assert_offsets_async(name: str, offsets: Tensor, rows: int, rows_desc: str,
         f"{name}: must start at 0, be non-decreasing, end at {rows_desc} and have lengths <= {max_name} "
         f"(rerun with {DEBUG_CHECKS_ENV}=1 for the exact rule)",
     )
-    if cacheable:
+    if version is not None:
         _ASYNC_CHECKED[offsets] = signature
 
 

@@ -106,7 +106,7 @@ def jfa_fwd_kernel(
     desc_q, desc_k, desc_v,          # TMA: q [rows_q, Hq*D], k/v [total_kv, Hkv*D]
     out_ptr, lse_ptr,                # out [total_out, Hq, D]; lse fp32 [Hq, total_out]
     q_off, k_off,                    # [B+1] (q_off unused with BROADCAST_Q)
-    tile_entry, n_entries,           # schedule (tlx_schedule.build_fwd_schedule)
+    tile_entry, n_entries,           # schedule (tlx_schedule.build_schedule)
     sm_scale, window, B, H, G, q_len, NUM_MB, total_out, ctas_per_pair,
     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, NUM_GROUPS: tl.constexpr,
     NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr,

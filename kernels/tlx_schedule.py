@@ -11,7 +11,8 @@ one sequence. The KV work of a tile is the number of BLOCK_N key blocks it visit
 (qlen, klen, mb, causal, window) computed by `kv_block_range`, the ONE helper that the schedule
 builder, the producer warp and the consumer warpgroups all call, so their trip counts agree.
 
-Schedule (built by `build_fwd_schedule`, a single Triton program, or torch ops for huge batches):
+Schedule (built by `build_schedule`, a single Triton program, or torch ops for huge batches; the
+launchers take it through `cached_schedule`):
 every entry e = b * NUM_MB + mb gets the int64 key
 
     [NUM_MB - mb : 7 bits, broadcast_q only] [kv blocks + 1 : 24 bits] [0x7FFFFFFF - e : 32 bits]
@@ -38,7 +39,7 @@ import triton
 import triton.language as tl
 from torch.utils.weak import WeakIdKeyDictionary
 
-from kernels.common import offsets_versioned
+from kernels.common import offsets_versioned, tracked_version
 
 MAX_SORT_BLOCK = 16384  # entries sorted in one Triton program; torch.sort beyond
 
@@ -246,13 +247,6 @@ def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, 
     return tile_entry, n_entries
 
 
-def build_fwd_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, block_m,
-                       block_n, use_torch=False):
-    """The Q-stationary schedule (forward and the dq pass of the backward)."""
-    return build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, block_m,
-                          block_n, False, use_torch)
-
-
 # key_offset -> {(id(query_offset), configuration): (query_offset weakref, offsets versions, schedule)}
 _SCHEDULES: WeakIdKeyDictionary = WeakIdKeyDictionary()
 
@@ -271,10 +265,10 @@ def cached_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
     while a CUDA graph is being captured (the build must be part of every replay).
     """
     config = (B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n, kv_stationary)
-    if (not offsets_versioned() or k_off.is_inference() or (q_off is not None and q_off.is_inference())
+    versions = (tracked_version(k_off), 0 if q_off is None else tracked_version(q_off))
+    if (not offsets_versioned() or None in versions
             or (k_off.is_cuda and torch.cuda.is_current_stream_capturing())):
         return build_schedule(q_off, k_off, *config)
-    versions = (k_off._version, None if q_off is None else q_off._version)
     per_offsets = _SCHEDULES.get(k_off)
     if per_offsets is None:
         per_offsets = _SCHEDULES[k_off] = {}
@@ -284,8 +278,7 @@ def cached_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
         q_ref, seen_versions, schedule = hit
         if (q_ref is None or q_ref() is q_off) and seen_versions == versions:
             return schedule
-    schedule = build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, block_m,
-                              block_n, kv_stationary)
+    schedule = build_schedule(q_off, k_off, *config)
     for stale in [k for k, (ref, _, _) in per_offsets.items() if ref is not None and ref() is None]:
         del per_offsets[stale]  # query offsets that died (e.g. a per-call arange) while k_off lives
     per_offsets[key] = (None if q_off is None else weakref.ref(q_off), versions, schedule)

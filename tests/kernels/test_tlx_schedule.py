@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.tlx_schedule import (build_fwd_schedule, build_schedule, kv_block_range,
+from kernels.tlx_schedule import (build_schedule, kv_block_range,
                                   kv_unmasked_range, n_iterations, q_block_range, seq_bounds,
                                   tile_at)
 
@@ -68,8 +68,8 @@ def _run(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n, n_pr
     q_off = None if bcast else off(q_lens)
     max_q = q_len if bcast else max(q_lens)
     num_mb = max(1, triton.cdiv(max_q, block_m))
-    entries, n_entries = build_fwd_schedule(q_off, k_off, B, q_len, num_mb, window, causal, bcast,
-                                            block_m, block_n)
+    entries, n_entries = build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, bcast,
+                                        block_m, block_n)
     pairs = H * num_mb
     cpp = n_prog // pairs if resident else 1
     if resident:
