@@ -24,7 +24,7 @@ export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/tcache OMP_NUM_THREADS=2
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 STAGES=${STAGES:-smoke tput scale}
 t0=$(date +%s)
-NGPU=$(nvidia-smi -L | wc -l)
+NGPU=${NGPU:-$(nvidia-smi -L | wc -l)}  # NGPU=1: leave the other GPUs to a concurrent job
 stamp() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
 nvidia-smi --query-gpu=index,name,clocks.sm,memory.used,utilization.gpu --format=csv,noheader
 python -c "import torch, triton, torchrec, fbgemm_gpu; print('torch', torch.__version__, 'triton', triton.__version__, 'torchrec', torchrec.__version__)"

@@ -9,7 +9,7 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu
 python -c "import triton, torch; print('triton', triton.__version__, 'torch', torch.__version__)"
 N=${SHARDS:-8}
 t0=$(date +%s)
-NGPU=$(nvidia-smi -L | wc -l)
+NGPU=${NGPU:-$(nvidia-smi -L | wc -l)}  # NGPU=1: leave the other GPUs to a concurrent job
 for i in $(seq 0 $((N-1))); do  # shards spread over the GPUs
   CUDA_VISIBLE_DEVICES=$((i % NGPU)) timeout ${SHARD_TIMEOUT:-150} python tests/kernels/test_tlx_hopper.py --shard $i/$N \
     --out "$OUT/results.jsonl" ${TEST_ARGS:-} > /tmp/shard$i.log 2>&1 &
