@@ -42,6 +42,12 @@ def init_distributed(device: str = "auto", timeout_s: float = 600.0) -> Dist:
         raise ValueError("trainer.device=cuda but no CUDA device is visible")
 
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if device == "cuda" and local_rank >= torch.cuda.device_count():
+        raise ValueError(
+            f"local rank {local_rank} needs its own GPU, but only {torch.cuda.device_count()} CUDA device(s) "
+            f"are visible: start at most that many processes per node (torchrun --nproc_per_node), or "
+            f"set trainer.device=cpu"
+        )
     if device == "cuda":
         torch.cuda.set_device(local_rank)
         dev = torch.device("cuda", local_rank)

@@ -17,6 +17,10 @@ if os.environ.get("TEST_GPUS") and os.environ.get("PYTEST_XDIST_WORKER"):
     _gpus = os.environ["TEST_GPUS"].split(",")
     os.environ["CUDA_VISIBLE_DEVICES"] = _gpus[int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw")) % len(_gpus)]
 
+# Inductor compiles in-process, as the trainer does by default (trainer.compile_threads=1): its
+# worker subprocesses do not find the GPU under the fbtriton bundle of the H200 host.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
 import torch  # noqa: E402
 
 if not torch.cuda.is_available():

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -44,7 +45,9 @@ def run_train(run_dir: Path, *overrides: str, nproc: int = 0, nnodes_args: list[
                f"--nproc_per_node={nproc}", str(ROOT / "train.py")]
     else:
         cmd = [sys.executable, str(ROOT / "train.py")]
-    cmd += [*overrides, f"hydra.run.dir={run_dir}"]
+    # Multi-rank runs where this process sees fewer GPUs than ranks (a GPU test worker owns one) use gloo on CPU.
+    device = ["trainer.device=cpu"] if nproc > torch.cuda.device_count() else []
+    cmd += [*device, *overrides, f"hydra.run.dir={run_dir}"]
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -334,7 +337,8 @@ def free_port() -> int:
 def test_two_nodes_on_loopback_match_one_node_two_ranks(tmp_path: Path) -> None:
     """Multi-node launch as documented in README.md: two torchrun agents ("nodes", one gloo rank
     each) rendezvous over c10d on loopback; their eval metrics equal a single-node 2-rank run's."""
-    common = [*TINY, "model=dlrm", "trainer.max_steps=30", "trainer.eval_every=15", "trainer.log_every=15"]
+    common = [*TINY, "model=dlrm", "trainer.device=cpu", "trainer.max_steps=30", "trainer.eval_every=15",
+              "trainer.log_every=15"]
     single = run_train(tmp_path / "single", *common, nproc=2)
     assert single.returncode == 0, single.stderr[-3000:]
 

@@ -28,7 +28,9 @@ TINY = ["data.batch_size=64", "data.eval_examples=1024", "data.seq.max_len=16", 
 def command(run_dir: Path, *overrides: str, nproc: int = 0) -> list[str]:
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"] if nproc \
         else [sys.executable]
-    return [*launcher, str(ROOT / "train.py"), *TINY, *overrides, f"hydra.run.dir={run_dir}"]
+    # Multi-rank runs where this process sees fewer GPUs than ranks (a GPU test worker owns one) use gloo on CPU.
+    device = ["trainer.device=cpu"] if nproc > torch.cuda.device_count() else []
+    return [*launcher, str(ROOT / "train.py"), *TINY, *device, *overrides, f"hydra.run.dir={run_dir}"]
 
 
 def run(run_dir: Path, *overrides: str, nproc: int = 0) -> subprocess.CompletedProcess:
