@@ -21,6 +21,8 @@
 set -u
 bash .gpu/tools/unpack.sh >/dev/null && export PYTHONPATH=/tmp/gpu-site:$PWD || exit 1
 export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/tcache OMP_NUM_THREADS=2
+# the H200 device host shares its GPUs with others: NVLink multicast must stay off there
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0} TORCH_SYMM_MEM_DISABLE_MULTICAST=${TORCH_SYMM_MEM_DISABLE_MULTICAST:-1}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 STAGES=${STAGES:-smoke tput scale}
 t0=$(date +%s)
