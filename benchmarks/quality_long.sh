@@ -5,19 +5,22 @@
 #   RUNS="gpu:seed ..."   which seeds run, on which GPUs (default "0:0")
 #   STEPS                 training steps; unset: /tmp/quality_steps (an earlier call's choice), else
 #                         a 600-step probe and as many steps as fit in BUDGET seconds, rounded to 1000
-#   QARGS                 extra Hydra overrides (e.g. "data.batch_size=4096 optim.dense.lr=4e-3")
+#   QARGS                 extra Hydra overrides (e.g. "data.batch_size=2048 optim.dense.lr=2.8e-3")
+#   RUN_TIMEOUT           seconds before a run is stopped (SIGTERM: it writes a checkpoint first)
+#   RESUME=1              continue the runs of an earlier call on this machine from their newest
+#                         checkpoint (every STEPS/10 steps, and at SIGTERM) instead of starting afresh
 set -u
 bash .gpu/tools/unpack.sh >/dev/null && export PYTHONPATH=/tmp/gpu-site:$PWD || exit 1
 export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/tcache OMP_NUM_THREADS=2
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 BUDGET=${BUDGET:-420}
 common="+experiment=quality_synthetic_small +experiment/arm=gem_pma data.batch_size=1024 optim.dense.lr=2e-3
-  optim.dense.schedule=cosine data.num_workers=4 trainer.resume=none trainer.progress=false ${QARGS:-}"
+  optim.dense.schedule=cosine data.num_workers=4 trainer.progress=false ${QARGS:-}"
 set -- ${RUNS:-0:0}
 [ -z "${STEPS:-}" ] && [ -f /tmp/quality_steps ] && STEPS=$(cat /tmp/quality_steps)
 if [ -z "${STEPS:-}" ]; then
   rm -rf /tmp/qprobe
-  CUDA_VISIBLE_DEVICES=${1%%:*} timeout 150 python train.py $common trainer.max_steps=600 trainer.eval_every=0 \
+  CUDA_VISIBLE_DEVICES=${1%%:*} timeout 150 python train.py $common trainer.resume=none trainer.max_steps=600 trainer.eval_every=0 \
     trainer.log_every=50 hydra.run.dir=/tmp/qprobe > "$OUT/probe.log" 2>&1
   STEPS=$(python - "$BUDGET" <<'PY'
 import json, statistics, sys
@@ -34,10 +37,12 @@ fi
 echo "$STEPS" > /tmp/quality_steps
 echo "steps=$STEPS runs=$*"
 for run in "$@"; do
-  gpu=${run%%:*}; seed=${run#*:}; dir=/tmp/quality_s$seed; rm -rf $dir  # metrics.jsonl appends
-  CUDA_VISIBLE_DEVICES=$gpu timeout $(( BUDGET + 100 )) python train.py $common trainer.seed=$seed \
+  gpu=${run%%:*}; seed=${run#*:}; dir=/tmp/quality_s$seed
+  [ "${RESUME:-0}" = 1 ] || rm -rf $dir $dir.log  # metrics.jsonl appends; a resumed run keeps its records
+  CUDA_VISIBLE_DEVICES=$gpu timeout ${RUN_TIMEOUT:-$(( BUDGET + 100 ))} python train.py $common trainer.seed=$seed \
+    trainer.resume=$([ "${RESUME:-0}" = 1 ] && echo auto || echo none) trainer.ckpt_every=$(( STEPS / 10 )) \
     trainer.max_steps=$STEPS trainer.eval_every=$(( STEPS / 8 )) trainer.log_every=1000 \
-    hydra.run.dir=$dir > $dir.log 2>&1 &
+    hydra.run.dir=$dir >> $dir.log 2>&1 &
 done
 wait
 for run in "$@"; do
