@@ -5,7 +5,7 @@
 #   RUNS="gpu:seed ..."   which seeds run, on which GPUs (default "0:0")
 #   STEPS                 training steps; unset: /tmp/quality_steps (an earlier call's choice), else
 #                         a 600-step probe and as many steps as fit in BUDGET seconds, rounded to 1000
-#   QARGS                 extra Hydra overrides (e.g. "data.batch_size=2048 optim.dense.lr=2.8e-3")
+#   QARGS                 extra Hydra overrides (e.g. "data.batch_size=2048 optim.dense.lr=2.8e-3 optim.sparse.lr=0.4")
 #   RUN_TIMEOUT           seconds before a run is stopped (SIGTERM: it writes a checkpoint first)
 #   RESUME=1              continue the runs of an earlier call on this machine from their newest
 #                         checkpoint (every STEPS/10 steps, and at SIGTERM) instead of starting afresh
