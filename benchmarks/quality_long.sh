@@ -3,8 +3,8 @@
 # 1024, lr 2e-3, cosine decay; one process per GPU at once. Run from the repo root on the H200 host
 # after the bundles are staged (../shared/gpu/README.md); eval records under $OUT.
 #   RUNS="gpu:seed ..."   which seeds run, on which GPUs (default "0:0")
-#   STEPS                 training steps; unset: /tmp/quality_steps (an earlier call's choice), else
-#                         a 600-step probe and as many steps as fit in BUDGET seconds, rounded to 1000
+#   STEPS                 training steps (give it to repeat a configuration, e.g. for more seeds);
+#                         unset: a 600-step probe, then as many steps as fit in BUDGET seconds, rounded to 1000
 #   QARGS                 extra Hydra overrides (e.g. "data.batch_size=2048 optim.dense.lr=2.8e-3 optim.sparse.lr=0.4")
 #   RUN_TIMEOUT           seconds before a run is stopped (SIGTERM: it writes a checkpoint first)
 #   RESUME=1              continue the runs of an earlier call on this machine from their newest
@@ -17,7 +17,6 @@ BUDGET=${BUDGET:-420}
 common="+experiment=quality_synthetic_small +experiment/arm=gem_pma data.batch_size=1024 optim.dense.lr=2e-3
   optim.dense.schedule=cosine data.num_workers=4 trainer.progress=false ${QARGS:-}"
 set -- ${RUNS:-0:0}
-[ -z "${STEPS:-}" ] && [ -f /tmp/quality_steps ] && STEPS=$(cat /tmp/quality_steps)
 if [ -z "${STEPS:-}" ]; then
   rm -rf /tmp/qprobe
   CUDA_VISIBLE_DEVICES=${1%%:*} timeout 150 python train.py $common trainer.resume=none trainer.max_steps=600 trainer.eval_every=0 \
@@ -34,7 +33,6 @@ PY
 ) || { tail -30 "$OUT/probe.log"; exit 1; }
   cp /tmp/qprobe/metrics.jsonl "$OUT/probe.jsonl"
 fi
-echo "$STEPS" > /tmp/quality_steps
 echo "steps=$STEPS runs=$*"
 for run in "$@"; do
   gpu=${run%%:*}; seed=${run#*:}; dir=/tmp/quality_s$seed
