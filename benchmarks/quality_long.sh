@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 8 long runs on GPUs: GEM with PMA on the small planted world (docs/quality_small.md), batch
-# 1024, lr 2e-3, cosine decay; one process per GPU at once. Run from the repo root on the H200 host
-# after the bundles are staged (../shared/gpu/README.md); eval records under $OUT.
-#   RUNS="gpu:seed ..."   which seeds run, on which GPUs (default "0:0")
+# 1024, lr 2e-3, cosine decay; the runs at once. Run from the repo root on the H200 host after the
+# bundles are staged (../shared/gpu/README.md); eval records under $OUT.
+#   RUNS="gpu:seed ..."   which seeds run, on which GPUs (default "0:0"); gem_tiny is launch-bound, so
+#                         two runs may share a GPU at no cost (e.g. "0:0 0:1 1:2")
 #   STEPS                 training steps (give it to repeat a configuration, e.g. for more seeds);
 #                         unset: a 600-step probe, then as many steps as fit in BUDGET seconds, rounded to 1000
 #   QARGS                 extra Hydra overrides (e.g. "data.batch_size=2048 optim.dense.lr=2.8e-3 optim.sparse.lr=0.4")

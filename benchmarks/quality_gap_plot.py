@@ -1,0 +1,133 @@
+"""Gap to the Bayes NE against training examples, per task, from recorded eval records (issue 8).
+
+The long GPU runs keep only their metrics.jsonl (docs/quality_runs/), not a Hydra run directory, so
+`gem.report` cannot read them; this plots them instead, one line per group (mean over its seeds,
+a band of ± one sample std), and prints the final evals as a markdown table:
+
+    python -m benchmarks.quality_gap_plot \\
+        "batch 1024, sparse lr 0.05=1024=docs/quality_runs/gpu_b1024_cosine_10k_s*.jsonl" \\
+        "batch 2048, sparse lr 0.4=2048=docs/quality_runs/gpu_b2048_cosine_22k_sparse0.4_s*.jsonl" \\
+        --out docs/quality_small_gap.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+TASKS = ("click", "conversion")
+
+
+@dataclass
+class Group:
+    label: str
+    batch_size: int
+    evals: list[list[dict]]  # per seed, its eval records in step order
+
+    def gaps(self, task: str) -> dict[int, list[float]]:
+        """Examples seen -> the seeds' percent gaps to the Bayes NE at that eval."""
+        by_examples: dict[int, list[float]] = {}
+        for records in self.evals:
+            for r in records:
+                by_examples.setdefault(r["step"] * self.batch_size, []).append(
+                    100 * (r["ne"][task] / r["bayes_ne"][task] - 1))
+        return {n: g for n, g in sorted(by_examples.items()) if len(g) == len(self.evals)}
+
+
+def parse_group(spec: str) -> Group:
+    try:
+        label, batch, pattern = spec.rsplit("=", 2)
+        batch_size = int(batch)
+    except ValueError:
+        raise SystemExit(f"group {spec!r}: expected LABEL=BATCH_SIZE=GLOB") from None
+    files = sorted(glob.glob(pattern))
+    if not files:
+        raise SystemExit(f"group {label!r}: no file matches {pattern!r}")
+    evals = []
+    for path in files:
+        records = [json.loads(line) for line in Path(path).read_text().splitlines()]
+        seed_evals = sorted((r for r in records if r.get("split") == "eval" and "bayes_ne" in r),
+                            key=lambda r: r["step"])
+        if not seed_evals:
+            raise SystemExit(f"{path}: no eval record with a Bayes NE (a synthetic run's metrics.jsonl?)")
+        evals.append(seed_evals)
+    return Group(label, batch_size, evals)
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def table(groups: list[Group]) -> str:
+    lines = ["| group | seeds | examples | " + " | ".join(f"{t} NE | {t} above Bayes" for t in TASKS)
+             + " | click AUC | click calibration |",
+             "|---|--:|--:|" + "--:|" * (2 * len(TASKS) + 2)]
+    for g in groups:
+        final = [records[-1] for records in g.evals]
+        cells = []
+        for task in TASKS:
+            ne = mean_std([r["ne"][task] for r in final])
+            gap = mean_std([100 * (r["ne"][task] / r["bayes_ne"][task] - 1) for r in final])
+            cells += [f"{ne[0]:.4f} ± {ne[1]:.4f}", f"{gap[0]:.2f} ± {gap[1]:.2f} %"]
+        auc = mean_std([r["auc"]["click"] for r in final])
+        cal = mean_std([r["calibration"]["click"] for r in final])
+        examples = {r["step"] * g.batch_size for r in final}
+        lines.append(f"| {g.label} | {len(final)} | {'/'.join(f'{n / 1e6:.2f}M' for n in sorted(examples))} | "
+                     + " | ".join(cells) + f" | {auc[0]:.4f} ± {auc[1]:.4f} | {cal[0]:.3f} ± {cal[1]:.3f} |")
+    return "\n".join(lines)
+
+
+def plot(groups: list[Group], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FormatStrFormatter, NullFormatter
+
+    fig, axes = plt.subplots(1, len(TASKS), figsize=(5 * len(TASKS), 3.6), sharex=True)
+    for ax, task in zip(axes, TASKS):
+        for g in groups:
+            gaps = g.gaps(task)
+            x = [n / 1e6 for n in gaps]
+            stats = [mean_std(v) for v in gaps.values()]
+            mean = [m for m, _ in stats]
+            line, = ax.plot(x, mean, marker="o", markersize=3, label=f"{g.label} ({len(g.evals)} seeds)")
+            ax.fill_between(x, [m - s for m, s in stats], [m + s for m, s in stats], color=line.get_color(),
+                            alpha=0.2)
+        ax.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="goal: 1 % above Bayes")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis):  # plain numbers: the decades span little here
+            axis.set_major_formatter(FormatStrFormatter("%g"))
+            axis.set_minor_formatter(NullFormatter())
+        ax.set_xticks([1, 2, 5, 10, 20, 50])
+        ax.set_yticks([0.5, 1, 2, 5, 10, 20])
+        ax.set_title(f"{task}: eval NE above the Bayes NE", fontsize=9)
+        ax.set_xlabel("training examples (millions)", fontsize=8)
+        ax.set_ylabel("%", fontsize=8)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("groups", nargs="+", metavar="LABEL=BATCH_SIZE=GLOB",
+                        help="one line per group: its label, its batch size, its seeds' metrics.jsonl files")
+    parser.add_argument("--out", type=Path, required=True, help="the plot (png)")
+    args = parser.parse_args(argv)
+    groups = [parse_group(spec) for spec in args.groups]
+    plot(groups, args.out)
+    print(table(groups))
+    print(f"\nplot: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,44 @@
+"""benchmarks.quality_gap_plot: gaps to the Bayes NE from recorded eval lines, and its errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.quality_gap_plot import main, parse_group
+
+
+def write_run(path: Path, click: list[float], conversion: list[float]) -> None:
+    rows = [{"step": 0, "split": "sharding"}]
+    for i, (a, b) in enumerate(zip(click, conversion), start=1):
+        rows.append({"step": 10 * i, "split": "train", "loss": 0.5})
+        rows.append({"step": 10 * i, "split": "eval", "ne": {"click": a, "conversion": b},
+                     "auc": {"click": 0.9, "conversion": 0.95}, "calibration": {"click": 1.0, "conversion": 1.0},
+                     "bayes_ne": {"click": 0.5, "conversion": 0.4}})
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+def test_gaps_per_examples_and_the_final_table(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    write_run(tmp_path / "run_s0.jsonl", [0.55, 0.51], [0.48, 0.404])
+    write_run(tmp_path / "run_s1.jsonl", [0.56, 0.515], [0.50, 0.412])
+    group = parse_group(f"mine=64={tmp_path}/run_s*.jsonl")
+    assert group.gaps("click") == {640: pytest.approx([10.0, 12.0]), 1280: pytest.approx([2.0, 3.0])}
+    assert group.gaps("conversion")[1280] == pytest.approx([1.0, 3.0])
+
+    assert main([f"mine=64={tmp_path}/run_s*.jsonl", "--out", str(tmp_path / "gap.png")]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| mine"))
+    # final evals: click NE 0.5125 ± 0.0035 (2.5 ± 0.71 % above 0.5), conversion 2.0 ± 1.41 %
+    assert row.startswith("| mine | 2 | 0.00M | 0.5125 ± 0.0035 | 2.50 ± 0.71 % | 0.4080 ± 0.0057 | 2.00 ± 1.41 % |")
+    assert (tmp_path / "gap.png").stat().st_size > 0
+
+
+def test_errors_name_the_group_and_the_rule(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="expected LABEL=BATCH_SIZE=GLOB"):
+        parse_group("mine=lots=x.jsonl")
+    with pytest.raises(SystemExit, match="group 'mine': no file matches"):
+        parse_group(f"mine=64={tmp_path}/none_*.jsonl")
+    (tmp_path / "movielens.jsonl").write_text(json.dumps({"step": 5, "split": "eval", "ne": {"like": 0.8}}) + "\n")
+    with pytest.raises(SystemExit, match="no eval record with a Bayes NE"):
+        parse_group(f"mine=64={tmp_path}/movielens.jsonl")
