@@ -29,6 +29,7 @@ class DLRMConfig:
     over_arch: list[int] = field(default_factory=lambda: [256, 128])
     head_arch: list[int] = field(default_factory=lambda: [64])
     task_weights: dict[str, float] = field(default_factory=dict)
+    task_chain: dict[str, str] = field(default_factory=dict)  # task -> its parent (ESMM; heads.TaskHeads)
     use_sequence: bool = True  # false: no sequence tables, the behaviour sequence is ignored
 
 
@@ -55,7 +56,7 @@ class DLRM(nn.Module):
         num_vectors = 1 + len(self.sparse_names) + len(self.sequence_names)
         self.interaction = LowRankCrossNet(num_vectors * d, cfg.dcn_layers, cfg.dcn_low_rank)
         self.over_arch = MLP(num_vectors * d, cfg.over_arch)
-        self.heads = TaskHeads(cfg.over_arch[-1], schema.tasks, cfg.head_arch)
+        self.heads = TaskHeads(cfg.over_arch[-1], schema.tasks, cfg.head_arch, cfg.task_chain)
 
     def forward(self, batch: Batch) -> torch.Tensor:
         pooled_sparse = stack_features(self.sparse_arch(batch.sparse), self.sparse_names)  # [B, F, d]

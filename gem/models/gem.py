@@ -67,6 +67,7 @@ class GEMConfig:
     over_arch: list[int] = field(default_factory=lambda: [256, 128])
     head_arch: list[int] = field(default_factory=lambda: [64])
     task_weights: dict[str, float] = field(default_factory=dict)
+    task_chain: dict[str, str] = field(default_factory=dict)  # task -> its parent (ESMM; heads.TaskHeads)
 
     def __post_init__(self) -> None:
         if self.event_combine not in ("sum", "concat"):
@@ -118,7 +119,7 @@ class GEM(nn.Module):
         self.num_tokens = 1 + len(schema.sparse) + summ.pma_queries + target_tokens + summ.recent_k
         self.interaction = build_interaction(self.num_tokens, d, cfg.interaction)
         self.over_arch = MLP(self.interaction.out_features, cfg.over_arch)
-        self.heads = TaskHeads(cfg.over_arch[-1], schema.tasks, cfg.head_arch)
+        self.heads = TaskHeads(cfg.over_arch[-1], schema.tasks, cfg.head_arch, cfg.task_chain)
 
     def embed_events(self, batch: Batch) -> Jagged:
         """Sequence fields -> one d-vector per event (+ a recency embedding), jagged."""

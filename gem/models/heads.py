@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -15,14 +17,28 @@ class TaskHeads(nn.Module):
         in_features: width of the shared representation.
         tasks: task names, in label-column order.
         hidden: hidden layer sizes of every tower.
+        chain: task -> the task it is conditional on, as in ESMM (e.g. ``{"conversion": "click"}``,
+            where a conversion needs a click): that task's tower predicts p(task | parent), and its
+            output is the logit of the marginal p(parent) * p(task | parent), so labels, loss and
+            metrics stay per impression. A parent may not itself be chained.
 
-    Shapes: `[B, in_features]` -> logits `[B, len(tasks)]`.
+    Shapes: `[B, in_features]` -> logits `[B, len(tasks)]` (of the per-impression probabilities).
     """
 
-    def __init__(self, in_features: int, tasks: tuple[str, ...], hidden: list[int]) -> None:
+    def __init__(self, in_features: int, tasks: tuple[str, ...], hidden: list[int],
+                 chain: dict[str, str] | None = None) -> None:
         super().__init__()
         self.tasks = tasks
         self.towers = nn.ModuleList(self._tower(in_features, hidden) for _ in tasks)
+        chain = dict(chain or {})
+        unknown = sorted((set(chain) | set(chain.values())) - set(tasks))
+        if unknown:
+            raise ValueError(f"model.task_chain names unknown tasks {unknown}; the data's tasks are {list(tasks)}")
+        for child, parent in chain.items():
+            if child == parent or parent in chain:
+                raise ValueError(f"model.task_chain: {child!r} -> {parent!r}: a task's parent must be another, "
+                                 f"unchained task (got {chain})")
+        self.chain = [(tasks.index(child), tasks.index(parent)) for child, parent in chain.items()]
 
     @staticmethod
     def _tower(in_features: int, hidden: list[int]) -> nn.Sequential:
@@ -31,7 +47,19 @@ class TaskHeads(nn.Module):
         return nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cat([tower(x) for tower in self.towers], dim=1)
+        logits = [tower(x) for tower in self.towers]
+        for child, parent in self.chain:
+            logits[child] = product_logit(logits[parent], logits[child])
+        return torch.cat(logits, dim=1)
+
+
+def product_logit(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """logit(sigmoid(a) * sigmoid(b)) in float32, stable at both ends: log p = logsigmoid(a) +
+    logsigmoid(b), log(1 - p) = log1mexp(log p). log p is kept below -1e-7, where both branches
+    of log1mexp are finite (torch.where passes gradients through the branch it does not pick)."""
+    log_p = (F.logsigmoid(a.float()) + F.logsigmoid(b.float())).clamp(max=-1e-7)
+    log_1mp = torch.where(log_p > -math.log(2), torch.log(-torch.expm1(log_p)), torch.log1p(-torch.exp(log_p)))
+    return log_p - log_1mp
 
 
 def task_weight_vector(tasks: tuple[str, ...], weights: dict[str, float]) -> torch.Tensor:
