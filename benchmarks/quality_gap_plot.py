@@ -15,9 +15,10 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
+
+from gem.report import bayes_gap, fmt_mean_std, mean_std
 
 TASKS = ("click", "conversion")
 
@@ -33,8 +34,7 @@ class Group:
         by_examples: dict[int, list[float]] = {}
         for records in self.evals:
             for r in records:
-                by_examples.setdefault(r["step"] * self.batch_size, []).append(
-                    100 * (r["ne"][task] / r["bayes_ne"][task] - 1))
+                by_examples.setdefault(r["step"] * self.batch_size, []).append(bayes_gap(r, task))
         return {n: g for n, g in sorted(by_examples.items()) if len(g) == len(self.evals)}
 
 
@@ -58,10 +58,6 @@ def parse_group(spec: str) -> Group:
     return Group(label, batch_size, evals)
 
 
-def mean_std(values: list[float]) -> tuple[float, float]:
-    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
-
-
 def table(groups: list[Group]) -> str:
     lines = ["| group | seeds | examples | " + " | ".join(f"{t} NE | {t} above Bayes" for t in TASKS)
              + " | click AUC | click calibration |",
@@ -70,14 +66,13 @@ def table(groups: list[Group]) -> str:
         final = [records[-1] for records in g.evals]
         cells = []
         for task in TASKS:
-            ne = mean_std([r["ne"][task] for r in final])
-            gap = mean_std([100 * (r["ne"][task] / r["bayes_ne"][task] - 1) for r in final])
-            cells += [f"{ne[0]:.4f} ± {ne[1]:.4f}", f"{gap[0]:.2f} ± {gap[1]:.2f} %"]
-        auc = mean_std([r["auc"]["click"] for r in final])
-        cal = mean_std([r["calibration"]["click"] for r in final])
+            cells += [fmt_mean_std(*mean_std([r["ne"][task] for r in final])),
+                      fmt_mean_std(*mean_std([bayes_gap(r, task) for r in final]), 2) + " %"]
+        auc = fmt_mean_std(*mean_std([r["auc"]["click"] for r in final]))
+        cal = fmt_mean_std(*mean_std([r["calibration"]["click"] for r in final]), 3)
         examples = {r["step"] * g.batch_size for r in final}
         lines.append(f"| {g.label} | {len(final)} | {'/'.join(f'{n / 1e6:.2f}M' for n in sorted(examples))} | "
-                     + " | ".join(cells) + f" | {auc[0]:.4f} ± {auc[1]:.4f} | {cal[0]:.3f} ± {cal[1]:.3f} |")
+                     + " | ".join(cells) + f" | {auc} | {cal} |")
     return "\n".join(lines)
 
 

@@ -189,7 +189,7 @@ def compare(group: Group, baseline: Group) -> dict[str, tuple[float, bool]]:
 # ------------------------------------------------------------------------------------ markdown
 
 
-def _fmt(mean: float, std: float, digits: int = 4) -> str:
+def fmt_mean_std(mean: float, std: float, digits: int = 4) -> str:
     if math.isnan(mean):
         return "n/a"
     return f"{mean:.{digits}f}" if math.isnan(std) else f"{mean:.{digits}f} ± {std:.{digits}f}"
@@ -248,10 +248,10 @@ def markdown(datasets: dict[str, list[Group]], runs: list[Run], baseline: str | 
                       "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
             for group in done:
                 st = stats[id(group)]
-                row = [f"`{group.label}`", _fmt(*st["ne"][task]), _fmt(*st["auc"][task]),
-                       _fmt(*st["calibration"][task], digits=3)]
+                row = [f"`{group.label}`", fmt_mean_std(*st["ne"][task]), fmt_mean_std(*st["auc"][task]),
+                       fmt_mean_std(*st["calibration"][task], digits=3)]
                 if has_gap:
-                    row.append(_fmt(*st["bayes_gap"][task], digits=2))
+                    row.append(fmt_mean_std(*st["bayes_gap"][task], digits=2))
                 if base is not None:
                     diff, beyond = compare(group, base)[task]
                     row.append("—" if group is base else f"{diff:+.4f}{' (> seed std)' if beyond else ''}")
