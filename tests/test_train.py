@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -21,6 +20,7 @@ from gem.models.attention import AttentionConfig
 from gem.optim import OptimConfig
 from gem.sharding import ShardingConfig
 from gem.trainer import TrainerConfig
+from tests.launch import device_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -45,10 +45,7 @@ def run_train(run_dir: Path, *overrides: str, nproc: int = 0, nnodes_args: list[
                f"--nproc_per_node={nproc}", str(ROOT / "train.py")]
     else:
         cmd = [sys.executable, str(ROOT / "train.py")]
-    # Multi-rank runs where this process sees fewer GPUs than ranks (a GPU test worker owns one) use gloo on CPU.
-    named = any(o.startswith("trainer.device=") for o in overrides)
-    device = ["trainer.device=cpu"] if nproc > torch.cuda.device_count() and not named else []
-    cmd += [*device, *overrides, f"hydra.run.dir={run_dir}"]
+    cmd += [*device_overrides(nproc, overrides), *overrides, f"hydra.run.dir={run_dir}"]
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 

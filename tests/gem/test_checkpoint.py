@@ -19,6 +19,7 @@ import gem.trainer
 from gem.checkpoint import CheckpointError, verify
 from gem.guards import NonFiniteError
 from gem.trainer import Trainer
+from tests.launch import device_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["data.batch_size=64", "data.eval_examples=1024", "data.seq.max_len=16", "trainer.progress=false",
@@ -28,10 +29,8 @@ TINY = ["data.batch_size=64", "data.eval_examples=1024", "data.seq.max_len=16", 
 def command(run_dir: Path, *overrides: str, nproc: int = 0) -> list[str]:
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"] if nproc \
         else [sys.executable]
-    # Multi-rank runs where this process sees fewer GPUs than ranks (a GPU test worker owns one) use gloo on CPU.
-    named = any(o.startswith("trainer.device=") for o in overrides)
-    device = ["trainer.device=cpu"] if nproc > torch.cuda.device_count() and not named else []
-    return [*launcher, str(ROOT / "train.py"), *TINY, *device, *overrides, f"hydra.run.dir={run_dir}"]
+    return [*launcher, str(ROOT / "train.py"), *TINY, *device_overrides(nproc, overrides), *overrides,
+            f"hydra.run.dir={run_dir}"]
 
 
 def run(run_dir: Path, *overrides: str, nproc: int = 0) -> subprocess.CompletedProcess:
