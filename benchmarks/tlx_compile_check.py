@@ -106,7 +106,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128):
     from kernels.tlx_hopper import bwd_config
     from kernels.tlx_hopper_bwd import jfa_bwd_dkdv_kernel, jfa_bwd_dq_kernel
 
-    cfg = bwd_config(d, bcast, q_len)
+    cfg = bwd_config(d, bcast, q_len, num_heads=4, num_sms=132)
     sig = {"desc_q": _tdesc(dt, 64, d), "desc_do": _tdesc(dt, 64, d), "desc_k": _tdesc(dt, 64, d),
            "desc_v": _tdesc(dt, 64, d)}
     if kern == "dkdv":
@@ -117,6 +117,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128):
                      CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast)
     else:
         fn = jfa_bwd_dq_kernel
+        sig["desc_part"] = _tdesc("fp32", 64, d) if bcast else _tdesc(dt, 64, d)
         sig.update({"dq_ptr": "*fp32" if bcast else f"*{dt}", "dq_acc_ptr": "*fp32"})
         ints = ("window", "B", "H", "G", "q_len", "NUM_MB", "total_out", "ctas_per_pair")
         const = dict(HEAD_DIM=d, BLOCK_N=cfg.dq_block_n, NUM_GROUPS=cfg.dq_groups,

@@ -148,6 +148,13 @@ def run_shape(sh, do_bwd, tut):
             o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
             tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params)
         row["tlx_fwdbwd_ms"] = bench(tlx_fb)
+        if AB_FWD_CONFIG and bcast and 128 < sh["q"] <= 192:  # A/B: the 2-warpgroup dq tile (run 7)
+            prev_b = tlx_hopper.BwdConfig()
+
+            def tlx_fb_prev():
+                o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
+                tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params, config=prev_b)
+            row["tlx_fwdbwd_prev_cfg_ms"] = bench(tlx_fb_prev)
     if tut is not None and sh["fill"] == 1.0:
         Z, N = B, sh["max_kv"]
         qd = q.view(Z, N, H, d).transpose(1, 2).contiguous()

@@ -201,10 +201,13 @@ class BwdConfig:
         return 64 * self.dq_groups
 
 
-def bwd_config(head_dim: int, broadcast_q: bool, q_len: int) -> BwdConfig:
-    """One configuration for now. A 3-warpgroup dq tile (BLOCK_M=192, exact for PMA q_len=192)
-    compiles to 262 KB of shared memory: the fp32 partial's store relayout needs 32 KB of scratch
-    per consumer; it needs a TMA-store epilogue reusing the Q/dO buffers first."""
+def bwd_config(head_dim: int, broadcast_q: bool, q_len: int, num_heads: int, num_sms: int) -> BwdConfig:
+    """A 3-warpgroup dq tile (BLOCK_M=192) fits PMA's q_len=192 exactly instead of computing 64
+    padding rows of a second 128-row q-block; three consumers leave ~160 registers each, as in the
+    forward. It needs the resident mode (one q-block per head, num_heads <= SMs): its TMA-store
+    epilogue is what frees the shared memory, the atomics of the other mode would not fit."""
+    if broadcast_q and 128 < q_len <= 192 and num_heads <= num_sms:
+        return BwdConfig(dq_groups=3, dq_regs=160)
     return BwdConfig()
 
 
@@ -229,7 +232,8 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     hkv = key.shape[1]
     broadcast = bool(params.broadcast_q)
     q_len = query.shape[0] if broadcast else 0
-    cfg = config or bwd_config(d, broadcast, q_len)
+    n_sm = GRID_OVERRIDE or _num_sms(query.device.index or 0)
+    cfg = config or bwd_config(d, broadcast, q_len, hq, n_sm)
     total_out = B * q_len if broadcast else query.shape[0]
     dk = torch.empty_like(key)
     dv = torch.empty_like(value)
@@ -242,7 +246,6 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     window = params.window_size
     win = 0 if window is None else int(window)
     causal = bool(params.causal)
-    n_sm = GRID_OVERRIDE or _num_sms(query.device.index or 0)
 
     delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
     _jfa_bwd_preprocess_kernel[(triton_cdiv(total_out, 64), hq)](
@@ -283,13 +286,16 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         dq = torch.empty_like(query)
         if POISON_OUTPUTS:
             dq.fill_(float("nan"))
-        part = torch.empty((n_prog, bm, d), device=query.device, dtype=torch.float32)
+        part = torch.empty((n_prog * bm, 1, d), device=query.device, dtype=torch.float32)
         dq_arg, acc_arg = part, part
+        desc_part = _descriptor(part, n_prog * bm, 64)
     else:
         acc = torch.zeros(query.shape, device=query.device, dtype=torch.float32)
         dq_arg, acc_arg = acc, acc
+    if not resident:
+        desc_part = desc_q  # not read: only the resident mode writes partials
     jfa_bwd_dq_kernel[(n_prog,)](
-        desc_q, desc_do, desc_k, desc_v, dq_arg, acc_arg, lse, delta, q_off, key_offset, entries,
+        desc_q, desc_do, desc_k, desc_v, desc_part, dq_arg, acc_arg, lse, delta, q_off, key_offset, entries,
         n_entries, scale, win, B, hq, hq // hkv, q_len, num_mb, total_out, cpp,
         HEAD_DIM=d, BLOCK_N=cfg.dq_block_n, NUM_GROUPS=cfg.dq_groups, NUM_BUF_KV=cfg.dq_buf_kv,
         CONSUMER_REGS=cfg.dq_regs, CAUSAL=causal, HAS_WINDOW=window is not None,

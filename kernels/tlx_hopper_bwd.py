@@ -13,8 +13,10 @@ Two warp-specialised persistent passes, no atomics on dK/dV, deterministic excep
 2. `jfa_bwd_dq_kernel`, Q-stationary like the forward (same schedule helpers): a tile is (b, head,
    q-block); per KV block S = Q K^T, dP = dO V^T, dS = P (dP - delta), dQ += dS K, dQ kept in
    registers. With broadcast_q in the forward's "resident" mode a CTA owns one (head, q-block) for
-   the whole launch and accumulates dQ over all its batches; it writes one fp32 partial, and
-   `_jfa_dq_reduce_kernel` sums the partials of a pair in a fixed order (deterministic). Without it
+   the whole launch and accumulates dQ over all its batches; it writes one fp32 partial (staged in
+   shared memory through its own Q/dO tiles, then a TMA store: no relayout scratch, which is what
+   lets three consumer warpgroups fit), and `_jfa_dq_reduce_kernel` sums the partials of a pair in
+   a fixed order (deterministic). Without it
    (more pairs than SMs) each tile reduce-adds into an fp32 buffer with atomics (not deterministic;
    `tlx_hopper.supports` declines deterministic=True there).
 
@@ -215,15 +217,15 @@ def jfa_bwd_dkdv_kernel(
 
 @triton.jit
 def jfa_bwd_dq_kernel(
-    desc_q, desc_do, desc_k, desc_v,
+    desc_q, desc_do, desc_k, desc_v, desc_part,  # desc_part: the fp32 partials [n_prog * BLOCK_M, D] (resident)
     dq_ptr, dq_acc_ptr, lse_ptr, delta_ptr, q_off, k_off, tile_entry, n_entries,
     sm_scale, window, B, H, G, q_len, NUM_MB, total_out, ctas_per_pair,
     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, NUM_GROUPS: tl.constexpr,
     NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr, CAUSAL: tl.constexpr,
     HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr,
 ):
-    """dq_ptr: dQ in q's dtype (non-broadcast) | fp32 per-CTA partials [n_prog, BLOCK_M, D]
-    (broadcast, resident) ; dq_acc_ptr: fp32 [q_len, H, D] atomics target (broadcast, not resident)."""
+    """dq_ptr: dQ in q's dtype (non-broadcast); desc_part: fp32 per-CTA partials [n_prog * BLOCK_M, D]
+    (broadcast, resident); dq_acc_ptr: fp32 [q_len, H, D] atomics target (broadcast, not resident)."""
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
     dtype: tl.constexpr = tlx.dtype_of(desc_k)
@@ -236,8 +238,11 @@ def jfa_bwd_dq_kernel(
     n_tiles = tl.load(n_entries) * H
     n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
 
-    q_tiles = tlx.local_alloc((BM_SPLIT, HEAD_DIM), dtype, NUM_GROUPS)
-    do_tiles = tlx.local_alloc((BM_SPLIT, HEAD_DIM), dtype, NUM_GROUPS)
+    # group g's Q tile is qdo_tiles[2g], its dO tile qdo_tiles[2g + 1]: adjacent, so that in resident
+    # mode the group's fp32 dQ partial (the same bytes as the two) is staged over them at the end
+    qdo_tiles = tlx.local_alloc((BM_SPLIT, HEAD_DIM), dtype, 2 * NUM_GROUPS)
+    if RESIDENT:
+        dq_stage = tlx.local_alloc((BM_SPLIT, HEAD_DIM), tl.float32, NUM_GROUPS, reuse=qdo_tiles)
     k_tiles = tlx.local_alloc((BLOCK_N, HEAD_DIM), dtype, NUM_BUF_KV)
     v_tiles = tlx.local_alloc((BLOCK_N, HEAD_DIM), dtype, NUM_BUF_KV)
     q_fulls = tlx.alloc_barriers(num_barriers=NUM_GROUPS, arrive_count=1)
@@ -264,10 +269,10 @@ def jfa_bwd_dq_kernel(
                         for g in tl.static_range(NUM_GROUPS):
                             tlx.barrier_wait(q_empties[g], q_phase ^ 1)
                             tlx.barrier_expect_bytes(q_fulls[g], 2 * Q_BYTES)
-                            tlx.async_descriptor_load(desc_q, q_tiles[g],
+                            tlx.async_descriptor_load(desc_q, qdo_tiles[2 * g],
                                                       [q_row0 + m0 + g * BM_SPLIT, h * HEAD_DIM],
                                                       q_fulls[g])
-                            tlx.async_descriptor_load(desc_do, do_tiles[g],
+                            tlx.async_descriptor_load(desc_do, qdo_tiles[2 * g + 1],
                                                       [out_row0 + m0 + g * BM_SPLIT, h * HEAD_DIM],
                                                       q_fulls[g])
                         cnt_q += 1
@@ -307,8 +312,8 @@ def jfa_bwd_dq_kernel(
                         lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0, rows,
                                                  qlen)
                         tlx.barrier_wait(q_fulls[cid], cnt_q & 1)
-                        q_c = q_tiles[cid]
-                        do_c = do_tiles[cid]
+                        q_c = qdo_tiles[2 * cid]
+                        do_c = qdo_tiles[2 * cid + 1]
                         for j in range(0, nblk):
                             slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
                             tlx.barrier_wait(kv_fulls[slot], phase)
@@ -343,9 +348,13 @@ def jfa_bwd_dq_kernel(
                         offs = rows.to(tl.int64)[:, None] * (H * HEAD_DIM) + h * HEAD_DIM + offs_d[None, :]
                         tl.atomic_add(dq_acc_ptr + offs, dq * sm_scale, mask=ok[:, None], sem="relaxed")
             if RESIDENT:  # one fp32 partial per CTA: rows of its q-block, summed by _jfa_dq_reduce_kernel
-                prow = cid * BM_SPLIT + tl.arange(0, BM_SPLIT)
-                offs = (pid * BLOCK_M + prow).to(tl.int64)[:, None] * HEAD_DIM + offs_d[None, :]
-                tl.store(dq_ptr + offs, dq * sm_scale)
+                # The group's Q/dO tiles are free: its last tile's MMAs were waited on, and the
+                # producer loads nothing after the last tile.
+                stage = dq_stage[cid]
+                tlx.local_store(stage, dq * sm_scale)
+                tlx.fence("async_shared")
+                tlx.async_descriptor_store(desc_part, stage, [pid * BLOCK_M + cid * BM_SPLIT, 0])
+                tlx.async_descriptor_store_wait(0)
 
 
 @triton.jit
