@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass
+from typing import Iterator
 
 import torch
+from torch.utils.data import DataLoader, IterableDataset
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 from torchrec.streamable import Pipelineable
 
@@ -83,3 +86,19 @@ class Batch(Pipelineable):
             labels=self.labels.pin_memory(),
             sequence_max_len=self.sequence_max_len,
         )
+
+
+def _ignore_sigterm(worker_id: int) -> None:
+    """A scheduler's preemption notice (SIGTERM) often goes to the whole process group: the data
+    workers must outlive it, so that the trainer can finish its step and write the preemption
+    checkpoint instead of dying on "DataLoader worker ... killed by signal: Terminated". The
+    trainer still stops them (its shutdown path), and they exit when it dies (PyTorch's watchdog)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def load_batches(stream: IterableDataset, num_workers: int) -> Iterator[Batch]:
+    """Iterate over a dataset's ready-made batches, produced by `num_workers` processes (0: in this
+    one), pinned when a GPU is present so that `Batch.to(cuda, non_blocking=True)` is async."""
+    loader = DataLoader(stream, batch_size=None, num_workers=num_workers, pin_memory=torch.cuda.is_available(),
+                        worker_init_fn=_ignore_sigterm if num_workers else None)
+    return iter(loader)

@@ -61,10 +61,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
-from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+from torch.utils.data import IterableDataset, get_worker_info
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
-from data.batch import Batch
+from data.batch import Batch, load_batches
 from data.schema import Schema
 
 log = logging.getLogger(__name__)
@@ -627,7 +627,4 @@ class ParquetDataset:
         return None
 
     def _load(self, stream: _StepStream) -> Iterator[Batch]:
-        loader = DataLoader(
-            stream, batch_size=None, num_workers=self.cfg.num_workers, pin_memory=torch.cuda.is_available()
-        )
-        return iter(loader)
+        return load_batches(stream, self.cfg.num_workers)

@@ -70,10 +70,10 @@ from typing import Iterator, Sequence
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+from torch.utils.data import IterableDataset, get_worker_info
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
-from data.batch import Batch
+from data.batch import Batch, load_batches
 from data.schema import Schema
 from gem.metrics import normalized_entropy
 
@@ -628,10 +628,7 @@ class SyntheticDataset:
         return self._load(_StepStream(self._generator, _SPLITS["eval"], 0, self.eval_steps, self.rank, self.world_size))
 
     def _load(self, stream: _StepStream) -> Iterator[Batch]:
-        loader = DataLoader(
-            stream, batch_size=None, num_workers=self.cfg.num_workers, pin_memory=torch.cuda.is_available()
-        )
-        return iter(loader)
+        return load_batches(stream, self.cfg.num_workers)
 
     def bayes_ne(self) -> dict[str, float]:
         """Normalized entropy of the true probabilities on the whole eval split, per task (same on

@@ -65,6 +65,14 @@ def start_and_wait_for(run_dir: Path, checkpoint_step: int, *overrides: str, npr
     return proc
 
 
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def descendants(pid: int) -> list[int]:
     """All processes below `pid` (torchrun starts its workers in sessions of their own, so a process
     group kill would miss them)."""
@@ -173,6 +181,24 @@ def test_sigterm_checkpoints_and_exits_cleanly(tmp_path: Path) -> None:
     assert summary["preempted"] is True and summary["step"] >= 20
     saved = tmp_path / "checkpoints" / f"step_{summary['step']:08d}"
     assert verify(saved)["position"]["step"] == summary["step"]
+
+
+def test_sigterm_to_the_process_group_spares_the_data_workers(tmp_path: Path) -> None:
+    """Schedulers (and `timeout`) signal the whole process group: the DataLoader workers get the
+    SIGTERM too, and must not die of it before the trainer has written its preemption checkpoint."""
+    overrides = ["trainer.max_steps=100000", "trainer.eval_every=0", "trainer.ckpt_every=20", "data.num_workers=2"]
+    proc = start_and_wait_for(tmp_path, 20, *overrides)
+    workers = descendants(proc.pid)
+    assert len(workers) >= 2
+    os.killpg(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=120) == 0, proc.stderr.read()[-3000:]
+    summary = records(tmp_path, "summary")[-1]
+    assert summary["preempted"] is True and summary["step"] >= 20
+    assert verify(tmp_path / "checkpoints" / f"step_{summary['step']:08d}")["position"]["step"] == summary["step"]
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in workers):
+        assert time.monotonic() < deadline, "data workers outlived the trainer"
+        time.sleep(0.1)
 
 
 @pytest.mark.slow
