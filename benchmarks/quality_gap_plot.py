@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from gem.report import bayes_gap, fmt_mean_std, mean_std
+from gem.report import bayes_gap, evals_by_step, fmt_mean_std, mean_std
 
 TASKS = ("click", "conversion")
 
@@ -50,8 +50,7 @@ def parse_group(spec: str) -> Group:
     evals = []
     for path in files:
         records = [json.loads(line) for line in Path(path).read_text().splitlines()]
-        seed_evals = sorted((r for r in records if r.get("split") == "eval" and "bayes_ne" in r),
-                            key=lambda r: r["step"])
+        seed_evals = [r for r in evals_by_step(records) if "bayes_ne" in r]
         if not seed_evals:
             raise SystemExit(f"{path}: no eval record with a Bayes NE (a synthetic run's metrics.jsonl?)")
         evals.append(seed_evals)

@@ -73,6 +73,13 @@ def _read_yaml(path: Path) -> Any:
     return yaml.safe_load(path.read_text()) if path.exists() else None
 
 
+def evals_by_step(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A run's eval records in step order, one per step. metrics.jsonl appends, so a run resumed from
+    a checkpoint older than its last eval repeats that eval; the later record is the resumed run's."""
+    latest = {r["step"]: r for r in records if r.get("split") == "eval"}
+    return [latest[step] for step in sorted(latest)]
+
+
 def load_run(job: Path) -> Run:
     overrides = [str(o) for o in _read_yaml(job / ".hydra" / "overrides.yaml") or []]
     hydra_cfg = _read_yaml(job / ".hydra" / "hydra.yaml") or {}
@@ -82,7 +89,7 @@ def load_run(job: Path) -> Run:
     seeds = [o.lstrip("+") for o in overrides if _is_seed(o)]
     seed = " ".join(seeds) or f"trainer.seed={(config.get('trainer') or {}).get('seed', '?')}"
     records = [json.loads(line) for line in (job / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    evals = [r for r in records if r.get("split") == "eval"]
+    evals = evals_by_step(records)
     summaries = [r for r in records if r.get("split") == "summary"]
     return Run(job, str(dataset), tuple(o for o in overrides if not _is_seed(o)), seed, evals,
                summaries[-1] if summaries else None)

@@ -34,6 +34,20 @@ def test_gaps_per_examples_and_the_final_table(tmp_path: Path, capsys: pytest.Ca
     assert (tmp_path / "gap.png").stat().st_size > 0
 
 
+def test_a_resumed_run_counts_its_repeated_eval_once(tmp_path: Path) -> None:
+    """A run resumed from a checkpoint before its last eval appends that eval again: the later
+    record (the resumed run's) replaces the earlier, and the seeds still line up per step."""
+    write_run(tmp_path / "run_s0.jsonl", [0.55, 0.51], [0.48, 0.404])
+    write_run(tmp_path / "run_s1.jsonl", [0.56, 0.515], [0.50, 0.412])
+    lines = (tmp_path / "run_s1.jsonl").read_text().splitlines()
+    first_eval = json.loads(lines[2])
+    repeat = {**first_eval, "ne": {"click": 0.57, "conversion": 0.50}}
+    (tmp_path / "run_s1.jsonl").write_text("\n".join(lines[:4] + [json.dumps(repeat)] + lines[4:]) + "\n")
+    group = parse_group(f"mine=64={tmp_path}/run_s*.jsonl")
+    assert [len(seed) for seed in group.evals] == [2, 2]
+    assert group.gaps("click") == {640: pytest.approx([10.0, 14.0]), 1280: pytest.approx([2.0, 3.0])}
+
+
 def test_errors_name_the_group_and_the_rule(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="expected LABEL=BATCH_SIZE=GLOB"):
         parse_group("mine=lots=x.jsonl")

@@ -159,6 +159,18 @@ def test_markdown_and_plots_are_written_and_regenerated_in_place(sweeps, tmp_pat
     assert "### movielens" not in again
 
 
+def test_a_resumed_job_keeps_one_eval_per_step(tmp_path: Path) -> None:
+    """Resumed from a checkpoint older than its last eval, a run appends that eval again: the report
+    keeps the later record, so every step appears once and the curves line up across seeds."""
+    job = tmp_path / "multirun" / "0"
+    fake_job(job, ["trainer.seed=0"], "synthetic",
+             [metrics(10, {"click": 0.7}), metrics(20, {"click": 0.66}), metrics(20, {"click": 0.65}),
+              metrics(30, {"click": 0.62})], {"step": 30, "ne": {"click": 0.62}})
+    (run,) = report.find_runs([tmp_path / "multirun"])
+    assert [e["step"] for e in run.evals] == [10, 20, 30]
+    assert run.evals[1]["ne"]["click"] == 0.65
+
+
 def test_no_jobs_is_an_error(tmp_path: Path) -> None:
     assert report.main([str(tmp_path), "--out", str(tmp_path / "q.md")]) == 1
     with pytest.raises(FileNotFoundError):
