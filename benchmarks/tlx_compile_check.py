@@ -111,10 +111,12 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128):
            "desc_v": _tdesc(dt, 64, d)}
     if kern == "dkdv":
         fn = jfa_bwd_dkdv_kernel
-        sig.update({"dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}"})
+        sig.update({"desc_dk": _tdesc(dt, 64, d), "desc_dv": _tdesc(dt, 64, d),
+                    "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}"})
         ints = ("window", "B", "HKV", "G", "q_len", "NUM_NB", "total_out")
         const = dict(HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs,
-                     CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast)
+                     CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast,
+                     TMA_EPILOGUE=cfg.dkdv_tma_store)
     else:
         fn = jfa_bwd_dq_kernel
         sig["desc_part"] = _tdesc("fp32", 64, d) if bcast else _tdesc(dt, 64, d)

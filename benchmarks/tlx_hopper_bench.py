@@ -1,6 +1,10 @@
 """Time the TLX Hopper JFA kernels against varlen_attn and the fbtriton TLX tutorial (H200).
 
-    python -m benchmarks.tlx_hopper_bench [--out results.json] [--bwd] [--only SUBSTR]
+    python -m benchmarks.tlx_hopper_bench [--out results.json] [--bwd] [--only SUBSTR] [--ab]
+
+--ab also times the previous configurations in the same process: the PMA forward's (run 3) as
+tlx_fwd_prev_cfg_ms, and with --bwd the dK/dV pass storing every half with tl.store (before run 9)
+as tlx_fwdbwd_prev_cfg_ms.
 
 Shapes are the issue's (bf16, D=128): PMA B=1024 max_kv=1000 H=3 q_len=192 and PMA B=768
 max_kv=1024 H=4 q_len=128 at fill 0.1/0.5/0.9; jagged self-attention B=768 max=1024 H=4 at fill
@@ -16,6 +20,7 @@ out (+ lse): backward adds reading do, out and writing dq, dk, dv.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import math
@@ -27,7 +32,7 @@ import triton
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-AB_FWD_CONFIG = False  # --ab: also time the previous PMA forward configuration
+AB_PREV_CONFIG = False  # --ab: also time the previous configurations (PMA forward; dK/dV epilogue)
 PEAK_FLOPS = 788e12
 PEAK_BYTES = 4.3e12
 
@@ -127,7 +132,7 @@ def run_shape(sh, do_bwd, tut):
     out, lse = fwd()
     row["tlx_vs_varlen_rel"] = ((out.float() - o_ref.float()).norm() / o_ref.float().norm()).item()
     row["tlx_fwd_ms"] = bench(fwd)
-    if AB_FWD_CONFIG and bcast:  # A/B against the previous (run 3) PMA forward configuration
+    if AB_PREV_CONFIG and bcast:  # A/B against the previous (run 3) PMA forward configuration
         prev = (tlx_hopper.FwdConfig(3, 64, 1, 3, 160) if 128 < sh["q"] <= 192
                 else tlx_hopper.FwdConfig(2, 128, 1, 2, 232))
         fwd_prev = lambda: tlx_hopper.forward(q, k, v, q_off, k_off, params, config=prev)
@@ -148,8 +153,10 @@ def run_shape(sh, do_bwd, tut):
             o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
             tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params)
         row["tlx_fwdbwd_ms"] = bench(tlx_fb)
-        if AB_FWD_CONFIG and bcast and 128 < sh["q"] <= 192:  # A/B: the 2-warpgroup dq tile (run 7)
-            prev_b = tlx_hopper.BwdConfig()
+        if AB_PREV_CONFIG:  # A/B: the dK/dV pass storing every half with tl.store (before run 9)
+            n_sm = torch.cuda.get_device_properties(q.device).multi_processor_count
+            prev_b = dataclasses.replace(tlx_hopper.bwd_config(d, bcast, q.shape[0] if bcast else 0, H, n_sm),
+                                         dkdv_tma_store=False)
 
             def tlx_fb_prev():
                 o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
@@ -176,8 +183,8 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--ab", action="store_true")
     args = ap.parse_args()
-    global AB_FWD_CONFIG
-    AB_FWD_CONFIG = args.ab
+    global AB_PREV_CONFIG
+    AB_PREV_CONFIG = args.ab
     torch.manual_seed(0)
     try:
         tut = tutorial_module()
@@ -199,7 +206,7 @@ def main():
                 f.write(json.dumps(row) + "\n")
         torch.cuda.empty_cache()
     print(f"\n{'shape':24s} {'floor':>7s} {'tlx':>7s} {'varlen':>7s} {'tut':>7s} {'x vs varlen':>11s} "
-          f"{'TF/s':>6s} {'GB/s':>6s} {'fb tlx':>7s} {'fb varlen':>9s} {'prevcfg':>7s}")
+          f"{'TF/s':>6s} {'GB/s':>6s} {'fb tlx':>7s} {'fb varlen':>9s} {'prevcfg':>7s} {'fb prevcfg':>10s}")
     for r in rows:
         if "error" in r:
             print(f"{r['name']:24s} ERROR {r['error']}")
@@ -208,7 +215,7 @@ def main():
         print(f"{r['name']:24s} {r['floor_fwd_ms']:7.3f} {g('tlx_fwd_ms')} {g('varlen_fwd_ms')} "
               f"{g('tutorial_fwd_ms')} {r['varlen_fwd_ms'] / r['tlx_fwd_ms']:11.2f} "
               f"{r['tlx_fwd_tflops']:6.0f} {r['tlx_fwd_GBps']:6.0f} {g('tlx_fwdbwd_ms')} "
-              f"{g('varlen_fwdbwd_ms')} {g('tlx_fwd_prev_cfg_ms')}")
+              f"{g('varlen_fwdbwd_ms')} {g('tlx_fwd_prev_cfg_ms')} {g('tlx_fwdbwd_prev_cfg_ms'):>10s}")
 
 
 if __name__ == "__main__":

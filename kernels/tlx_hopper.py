@@ -195,6 +195,7 @@ class BwdConfig:
     dq_regs: int = 232
     dkdv_buf_q: int = 2       # dk/dv pass: Q/dO step ring depth (KV tile = 128 rows, 2 consumers)
     dkdv_regs: int = 240
+    dkdv_tma_store: bool = True  # dk/dv pass: full 64-row halves leave by TMA store (else tl.store)
 
     @property
     def dq_block_m(self) -> int:
@@ -261,11 +262,16 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     num_nb = max(1, triton_cdiv(int(params.max_seq_len_kv), DKDV_BLOCK_N))
     entries, n_entries = cached_schedule(query_offset, key_offset, B, q_len, num_nb, window, causal,
                                          broadcast, DKDV_BLOCK_N, DKDV_STEP, kv_stationary=True)
+    if cfg.dkdv_tma_store:
+        desc_dk, desc_dv = _descriptor(dk, dk.shape[0], 64), _descriptor(dv, dv.shape[0], 64)
+    else:
+        desc_dk, desc_dv = desc_k, desc_v  # not written: every half takes tl.store
     jfa_bwd_dkdv_kernel[(n_sm,)](
-        desc_q, desc_do, desc_k, desc_v, dk, dv, lse, delta, q_off, key_offset, entries,
-        n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out,
+        desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv, dk, dv, lse, delta, q_off, key_offset,
+        entries, n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
-        HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, num_warps=4, num_stages=1)
+        HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
+        num_warps=4, num_stages=1)
 
     # dQ: Q-stationary (the forward's schedule shape)
     bm = cfg.dq_block_m

@@ -102,10 +102,12 @@ def _store_dkdv(dk_ptr, dv_ptr, dk, dv, kv_pos, klen, kv_row0, hk, HKV, sm_scale
 @triton.jit
 def jfa_bwd_dkdv_kernel(
     desc_q, desc_do, desc_k, desc_v,   # TMA: q [rows_q, Hq*D], do [total_out, Hq*D], k/v [total_kv, Hkv*D]
+    desc_dk, desc_dv,                  # TMA stores of dK/dV [total_kv, Hkv*D] (TMA_EPILOGUE)
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, q_off, k_off, tile_entry, n_entries,
     sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out,
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
+    TMA_EPILOGUE: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -173,6 +175,10 @@ def jfa_bwd_dkdv_kernel(
             qk_scale = sm_scale * LOG2E
             cnt_kv = 0
             cnt_q = 0
+            # TMA_EPILOGUE: the K/V slot whose halves a TMA store of dK/dV is still reading (-1:
+            # none). It goes back to the producer after the next tile's first query step, so the
+            # store drains while that step computes.
+            held_slot = -1
             for it in range(0, n_iter):
                 valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB,
                                            1, False)
@@ -185,6 +191,9 @@ def jfa_bwd_dkdv_kernel(
                     kv_pos = n0 + cid * HALF + tl.arange(0, HALF)   # this warpgroup's key rows
                     dk = tl.zeros([HALF, HEAD_DIM], dtype=tl.float32)
                     dv = tl.zeros([HALF, HEAD_DIM], dtype=tl.float32)
+                    # A TMA store cannot stop at klen: only halves with every row in the sequence
+                    # take it (rows past klen belong to the next sequence).
+                    tma_store = TMA_EPILOGUE and (n0 + cid * HALF + HALF <= klen)
                     if nsteps > 0:
                         slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
                         tlx.barrier_wait(kv_fulls[2 * slot + cid], phase)
@@ -209,10 +218,30 @@ def jfa_bwd_dkdv_kernel(
                             dv = tlx.async_dot_wait(0, dv)
                             tlx.barrier_arrive(q_empties[q_slot], 1)
                             cnt_q += 1
-                        tlx.barrier_arrive(kv_empties[slot], 1)
+                            if TMA_EPILOGUE:
+                                if held_slot >= 0:
+                                    tlx.async_descriptor_store_wait(0)
+                                    tlx.barrier_arrive(kv_empties[held_slot], 1)
+                                    held_slot = -1
+                        if tma_store:
+                            # This warpgroup's K/V halves are free (its last wgmma was waited on):
+                            # stage dK, dV there and store them by TMA, off the critical path.
+                            tlx.fence("async_shared")
+                            tlx.local_store(k_c, (dk * sm_scale).to(dtype))
+                            tlx.local_store(v_c, dv.to(dtype))
+                            tlx.fence("async_shared")
+                            row = kv_row0 + n0 + cid * HALF
+                            tlx.async_descriptor_store(desc_dk, k_c, [row, hk * HEAD_DIM])
+                            tlx.async_descriptor_store(desc_dv, v_c, [row, hk * HEAD_DIM])
+                            held_slot = slot
+                        else:
+                            tlx.barrier_arrive(kv_empties[slot], 1)
                         cnt_kv += 1
-                    _store_dkdv(dk_ptr, dv_ptr, dk, dv, kv_pos, klen, kv_row0, hk, HKV, sm_scale,
-                                HEAD_DIM)
+                    if not tma_store or nsteps == 0:
+                        _store_dkdv(dk_ptr, dv_ptr, dk, dv, kv_pos, klen, kv_row0, hk, HKV,
+                                    sm_scale, HEAD_DIM)
+            if TMA_EPILOGUE:
+                tlx.async_descriptor_store_wait(0)  # the last stores finish before the CTA exits
 
 
 @triton.jit
