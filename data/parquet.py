@@ -626,5 +626,9 @@ class ParquetDataset:
         """Real data: the optimum is unknown."""
         return None
 
+    def bayes_calibration(self) -> None:
+        """Real data: the true probabilities are unknown."""
+        return None
+
     def _load(self, stream: _StepStream) -> Iterator[Batch]:
         return load_batches(stream, self.cfg.num_workers)

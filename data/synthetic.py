@@ -595,7 +595,7 @@ class SyntheticDataset:
             )
         self.cfg, self.rank, self.world_size = cfg, rank, world_size
         self._generator = _Generator(cfg)
-        self._bayes_ne: dict[str, float] | None = None
+        self._bayes: tuple[dict[str, float], dict[str, float]] | None = None  # (NE, calibration)
 
     @property
     def schema(self) -> Schema:
@@ -633,7 +633,17 @@ class SyntheticDataset:
     def bayes_ne(self) -> dict[str, float]:
         """Normalized entropy of the true probabilities on the whole eval split, per task (same on
         every rank): what the Bayes-optimal model scores, which no model beats in expectation."""
-        if self._bayes_ne is None:
+        return dict(self._bayes_scores()[0])
+
+    def bayes_calibration(self) -> dict[str, float]:
+        """sum(true p) / sum(labels) on the whole eval split, per task: the calibration the
+        Bayes-optimal model scores. It is not 1 because the labels are a finite draw (on 16k
+        examples, a few percent off); a model's calibration divided by it is its calibration
+        against the true probabilities."""
+        return dict(self._bayes_scores()[1])
+
+    def _bayes_scores(self) -> tuple[dict[str, float], dict[str, float]]:
+        if self._bayes is None:
             probs, labels = [], []
             for lo in range(0, self.eval_size, _CHUNK):
                 indices = np.arange(lo, min(lo + _CHUNK, self.eval_size))
@@ -641,8 +651,10 @@ class SyntheticDataset:
                 probs.append(p)
                 labels.append(y)
             p, y = torch.from_numpy(np.concatenate(probs)), torch.from_numpy(np.concatenate(labels))
-            self._bayes_ne = {task: normalized_entropy(p[:, i], y[:, i]) for i, task in enumerate(TASKS)}
-        return dict(self._bayes_ne)
+            ne = {task: normalized_entropy(p[:, i], y[:, i]) for i, task in enumerate(TASKS)}
+            calibration = {task: (p[:, i].sum() / y[:, i].sum()).item() for i, task in enumerate(TASKS)}
+            self._bayes = ne, calibration
+        return self._bayes
 
     def true_probabilities(
         self, indices: Sequence[int] | np.ndarray | torch.Tensor, split: str = "eval", sequence_blind: bool = False

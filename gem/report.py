@@ -279,8 +279,14 @@ def markdown(datasets: dict[str, list[Group]], runs: list[Run], baseline: str | 
         if common and len(groups) > 1:
             lines += ["", "Common overrides: " + " ".join(f"`{o}`" for o in sorted(common)) + "."]
         if has_gap:
-            bayes = done[0].finished()[0].summary["bayes_ne"]
-            lines += ["", "Bayes-optimal NE on this eval split: " + ", ".join(f"{t} {v:.4f}" for t, v in bayes.items()) + "."]
+            summary = done[0].finished()[0].summary
+            lines += ["", "Bayes-optimal NE on this eval split: "
+                      + ", ".join(f"{t} {v:.4f}" for t, v in summary["bayes_ne"].items()) + "."]
+            if "bayes_calibration" in summary:  # records before session 7 lack it
+                lines[-1] += (" Its calibration there (the labels are a finite draw): "
+                              + ", ".join(f"{t} {v:.3f}" for t, v in summary["bayes_calibration"].items())
+                              + "; divide a calibration above by it for the calibration against the true "
+                                "probabilities.")
         lines.append("")
     unfinished = [r for r in runs if r.summary is None]
     if unfinished:

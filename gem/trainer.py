@@ -300,7 +300,8 @@ class Trainer:
             "world_size": self.env.world_size,
             "skipped_steps": self.skipped_steps,
             "preempted": preempted,
-            **{k: last_eval[k] for k in ("loss", "ne", "auc", "calibration", "bayes_ne") if k in last_eval},
+            **{k: last_eval[k] for k in ("loss", "ne", "auc", "calibration", "bayes_ne", "bayes_calibration")
+               if k in last_eval},
         }
         self.log.write(summary)
         return summary
@@ -335,6 +336,7 @@ class Trainer:
         bayes = self.dataset.bayes_ne()
         if bayes is not None:
             record["bayes_ne"] = bayes
+            record["bayes_calibration"] = self.dataset.bayes_calibration()
         self.log.write(record)
         return record
 

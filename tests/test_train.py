@@ -231,6 +231,9 @@ def test_short_run_learns_towards_bayes_ne(tmp_path: Path) -> None:
         assert bayes < ne < 0.98, (task, bayes, ne)  # learnt something, cannot beat the planted optimum
         assert 0.6 < evals[-1]["auc"][task] <= 1.0
         assert 0.5 < evals[-1]["calibration"][task] < 2.0
+        # the eval split's own label draw: the true probabilities score near, not exactly, 1
+        assert 0.8 < evals[-1]["bayes_calibration"][task] < 1.25
+        assert summary["bayes_calibration"] == evals[-1]["bayes_calibration"]
 
 
 @pytest.mark.slow

@@ -122,7 +122,7 @@ def test_batches_hold_the_rows_in_file_order_as_valid_kjts(tmp_path: Path) -> No
     assert list(schema.sparse) == ["row_id", "user", "interests", "ad"] and schema.candidate == ("ad",)
     assert list(schema.sequence) == ["seq_item", "seq_action"] and schema.num_dense == 2
     assert schema.tasks == ("click", "conversion") and schema.seq_max_len == SEQ_MAX_LEN
-    assert ds.train_rows == ROWS and ds.bayes_ne() is None
+    assert ds.train_rows == ROWS and ds.bayes_ne() is None and ds.bayes_calibration() is None
 
     batches = take(ds.train_batches(), 5)  # one epoch
     for batch in batches:

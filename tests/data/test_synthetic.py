@@ -219,11 +219,12 @@ def test_true_probabilities_follow_the_documented_formulas() -> None:
         loss = -sum(yi * math.log(pi) + (1 - yi) * math.log(1 - pi) for pi, yi in zip(p, y)) / len(y)
         return loss / -(rate * math.log(rate) + (1 - rate) * math.log(1 - rate))
 
-    bayes = ds.bayes_ne()
+    bayes, calibration = ds.bayes_ne(), ds.bayes_calibration()
     for col, task in enumerate(("click", "conversion")):
         y = labels[:, col].tolist()
         assert 0 < sum(y) < len(y), task  # both classes, so NE is defined
         assert bayes[task] == pytest.approx(ne(probs[:, col].tolist(), y), rel=1e-9), task
+        assert calibration[task] == pytest.approx(sum(probs[:, col].tolist()) / sum(y), rel=1e-9), task
 
 
 def test_the_sequence_carries_signal_beyond_the_other_features() -> None:

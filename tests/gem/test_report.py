@@ -44,6 +44,7 @@ def metrics(step: int, ne: dict, bayes: dict | None = None) -> dict:
            "calibration": {t: 1.0 for t in ne}}
     if bayes is not None:
         out["bayes_ne"] = bayes
+        out["bayes_calibration"] = {t: 1.02 for t in bayes}
     return out
 
 
@@ -140,6 +141,7 @@ def test_markdown_and_plots_are_written_and_regenerated_in_place(sweeps, tmp_pat
     assert text.startswith("# Model quality") and report.BEGIN in text and report.END in text
     assert "| `arm=gem_pma` | 0.6300 ± 0.0265 |" in text  # click NE, synthetic
     assert "gap to Bayes NE (%)" in text and "Bayes-optimal NE on this eval split: click 0.6000" in text
+    assert "Its calibration there (the labels are a finite draw): click 1.020, conversion 1.020;" in text
     assert "-0.0800 (> seed std)" in text
     assert ("python train.py -m +experiment=quality_synthetic +experiment/arm=gem_pma,dlrm trainer.seed=0,1,2 "
             f"hydra.sweep.dir=multirun/x   # -> {sweeps[0]}") in text
