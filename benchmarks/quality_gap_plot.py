@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from gem.report import bayes_gap, evals_by_step, fmt_mean_std, mean_std
+from gem.report import bayes_gap, evals_by_step, fmt_mean_std, mean_std, read_records
 
 TASKS = ("click", "conversion")
 
@@ -49,8 +48,7 @@ def parse_group(spec: str) -> Group:
         raise SystemExit(f"group {label!r}: no file matches {pattern!r}")
     evals = []
     for path in files:
-        records = [json.loads(line) for line in Path(path).read_text().splitlines()]
-        seed_evals = [r for r in evals_by_step(records) if "bayes_ne" in r]
+        seed_evals = [r for r in evals_by_step(read_records(Path(path))) if "bayes_ne" in r]
         if not seed_evals:
             raise SystemExit(f"{path}: no eval record with a Bayes NE (a synthetic run's metrics.jsonl?)")
         evals.append(seed_evals)

@@ -73,6 +73,11 @@ def _read_yaml(path: Path) -> Any:
     return yaml.safe_load(path.read_text()) if path.exists() else None
 
 
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The records of one metrics.jsonl, in file order."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def evals_by_step(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A run's eval records in step order, one per step. metrics.jsonl appends, so a run resumed from
     a checkpoint older than its last eval repeats that eval; the later record is the resumed run's."""
@@ -88,7 +93,7 @@ def load_run(job: Path) -> Run:
     dataset = choices.get("data") or (config.get("data") or {}).get("name") or "unknown"
     seeds = [o.lstrip("+") for o in overrides if _is_seed(o)]
     seed = " ".join(seeds) or f"trainer.seed={(config.get('trainer') or {}).get('seed', '?')}"
-    records = [json.loads(line) for line in (job / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    records = read_records(job / "metrics.jsonl")
     evals = evals_by_step(records)
     summaries = [r for r in records if r.get("split") == "summary"]
     return Run(job, str(dataset), tuple(o for o in overrides if not _is_seed(o)), seed, evals,
