@@ -50,7 +50,8 @@ def compile_fwd(cfg, d, dt, causal, window, bcast):
 
     sig = {
         "desc_q": _tdesc(dt, 64, d), "desc_k": _tdesc(dt, cfg.block_n, d),
-        "desc_v": _tdesc(dt, cfg.block_n, d), "out_ptr": f"*{dt}", "lse_ptr": "*fp32",
+        "desc_v": _tdesc(dt, cfg.block_n, d), "desc_o": _tdesc(dt, 64, d), "out_ptr": f"*{dt}",
+        "lse_ptr": "*fp32",
         "q_off": "*i32", "k_off": "*i32", "tile_entry": "*i32", "n_entries": "*i32",
         "sm_scale": "fp32", "window": "i32", "B": "i32", "H": "i32", "G": "i32", "q_len": "i32",
         "NUM_MB": "i32", "total_out": "i32", "ctas_per_pair": "i32",
@@ -58,7 +59,7 @@ def compile_fwd(cfg, d, dt, causal, window, bcast):
     const = dict(HEAD_DIM=d, BLOCK_N=cfg.block_n, NUM_GROUPS=cfg.num_groups,
                  NUM_BUF_Q=cfg.num_buf_q, NUM_BUF_KV=cfg.num_buf_kv,
                  CONSUMER_REGS=cfg.consumer_regs, CAUSAL=causal, HAS_WINDOW=window,
-                 BROADCAST_Q=bcast, RESIDENT=bcast)
+                 BROADCAST_Q=bcast, RESIDENT=bcast, TMA_STORE_O=cfg.tma_store_o)
     for k in const:
         sig[k] = "constexpr"
     src = triton.compiler.ASTSource(fn=jfa_fwd_kernel, signature=sig, constexprs=const,

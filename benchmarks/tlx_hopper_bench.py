@@ -2,9 +2,9 @@
 
     python -m benchmarks.tlx_hopper_bench [--out results.json] [--bwd] [--only SUBSTR] [--ab]
 
---ab also times the previous configurations in the same process: the PMA forward's (run 3) as
-tlx_fwd_prev_cfg_ms, and with --bwd the dK/dV pass storing every half with tl.store (before run 9)
-as tlx_fwdbwd_prev_cfg_ms.
+--ab also times the previous forward in the same process, on the same inputs: O stored with a
+masked tl.store from registers (before run 10's TMA-store epilogue), as tlx_fwd_prev_cfg_ms, and
+with --bwd forward+backward with that forward as tlx_fwdbwd_prev_cfg_ms.
 
 Shapes are the issue's (bf16, D=128): PMA B=1024 max_kv=1000 H=3 q_len=192 and PMA B=768
 max_kv=1024 H=4 q_len=128 at fill 0.1/0.5/0.9; jagged self-attention B=768 max=1024 H=4 at fill
@@ -32,7 +32,7 @@ import triton
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-AB_PREV_CONFIG = False  # --ab: also time the previous configurations (PMA forward; dK/dV epilogue)
+AB_PREV_CONFIG = False  # --ab: also time the previous forward (O by tl.store)
 PEAK_FLOPS = 788e12
 PEAK_BYTES = 4.3e12
 
@@ -132,11 +132,12 @@ def run_shape(sh, do_bwd, tut):
     out, lse = fwd()
     row["tlx_vs_varlen_rel"] = ((out.float() - o_ref.float()).norm() / o_ref.float().norm()).item()
     row["tlx_fwd_ms"] = bench(fwd)
-    if AB_PREV_CONFIG and bcast:  # A/B against the previous (run 3) PMA forward configuration
-        prev = (tlx_hopper.FwdConfig(3, 64, 1, 3, 160) if 128 < sh["q"] <= 192
-                else tlx_hopper.FwdConfig(2, 128, 1, 2, 232))
+    if AB_PREV_CONFIG:  # A/B: the forward storing O with tl.store (before run 10)
+        prev = dataclasses.replace(tlx_hopper.fwd_config(d, bcast, q.shape[0] if bcast else 0),
+                                   tma_store_o=False)
         fwd_prev = lambda: tlx_hopper.forward(q, k, v, q_off, k_off, params, config=prev)
-        fwd_prev()
+        out_prev, lse_prev = fwd_prev()
+        row["ab_fwd_identical"] = bool(torch.equal(out_prev, out) and torch.equal(lse_prev, lse))
         row["tlx_fwd_prev_cfg_ms"] = bench(fwd_prev)
     if do_bwd:
         qg, kg, vg = (t.clone().requires_grad_() for t in (qv, k, v))
@@ -153,14 +154,10 @@ def run_shape(sh, do_bwd, tut):
             o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
             tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params)
         row["tlx_fwdbwd_ms"] = bench(tlx_fb)
-        if AB_PREV_CONFIG:  # A/B: the dK/dV pass storing every half with tl.store (before run 9)
-            n_sm = torch.cuda.get_device_properties(q.device).multi_processor_count
-            prev_b = dataclasses.replace(tlx_hopper.bwd_config(d, bcast, q.shape[0] if bcast else 0, H, n_sm),
-                                         dkdv_tma_store=False)
-
+        if AB_PREV_CONFIG:
             def tlx_fb_prev():
-                o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
-                tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params, config=prev_b)
+                o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=prev)
+                tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params)
             row["tlx_fwdbwd_prev_cfg_ms"] = bench(tlx_fb_prev)
     if tut is not None and sh["fill"] == 1.0:
         Z, N = B, sh["max_kv"]

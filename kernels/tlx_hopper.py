@@ -83,6 +83,7 @@ class FwdConfig:
     num_buf_q: int
     num_buf_kv: int
     consumer_regs: int
+    tma_store_o: bool = True  # full 64-row O slices leave by TMA store (else tl.store)
 
     @property
     def block_m(self) -> int:
@@ -152,6 +153,9 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         lse.fill_(float("-inf"))
         return out, lse
     cfg = config or fwd_config(d, broadcast, q_len)
+    if cfg.tma_store_o and not broadcast and cfg.num_buf_q < 2:
+        raise ValueError("tlx FwdConfig: tma_store_o without broadcast_q needs num_buf_q >= 2 (O is "
+                         "staged in a group's Q slot while the next tile's Q loads into the other)")
     max_q = q_len if broadcast else int(params.max_seq_len_q)
     num_mb = max(1, triton_cdiv(max_q, cfg.block_m))
     window = params.window_size
@@ -167,8 +171,9 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
     desc_q = _descriptor(query, query.shape[0], 64)
     desc_k = _descriptor(key, key.shape[0], cfg.block_n)
     desc_v = _descriptor(value, value.shape[0], cfg.block_n)
+    desc_o = _descriptor(out, total_out, 64) if cfg.tma_store_o else desc_q  # else not written
     jfa_fwd_kernel[(n_prog,)](
-        desc_q, desc_k, desc_v, out, lse,
+        desc_q, desc_k, desc_v, desc_o, out, lse,
         query_offset if query_offset is not None else key_offset, key_offset,
         tile_entry, n_entries,
         _sm_scale(params, d), 0 if window is None else int(window), B, hq, hq // hkv, q_len,
@@ -176,7 +181,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         HEAD_DIM=d, BLOCK_N=cfg.block_n, NUM_GROUPS=cfg.num_groups, NUM_BUF_Q=cfg.num_buf_q,
         NUM_BUF_KV=cfg.num_buf_kv, CONSUMER_REGS=cfg.consumer_regs, CAUSAL=bool(params.causal),
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
-        num_warps=4, num_stages=1)
+        TMA_STORE_O=cfg.tma_store_o, num_warps=4, num_stages=1)
     return out, lse
 
 

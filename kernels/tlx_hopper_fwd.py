@@ -14,7 +14,13 @@ q-block of NUM_GROUPS*64 query rows). Warp roles:
 Jagged handling (see ../shared/kernels/HOPPER_JFA_PITFALLS.md): TMA boxes read packed
 [total, H*D] rows, so rows past a sequence's end are the neighbour's; scores past klen (and outside
 the causal/window band) are masked to -inf before the row max, with the row max guarded so fully
-masked rows give p = 0 instead of NaN; O/LSE rows past qlen are never stored (masked tl.store).
+masked rows give p = 0 instead of NaN; O/LSE rows past qlen are never stored.
+
+Epilogue (TMA_STORE_O): a group whose 64 rows all lie inside the sequence writes its O slice with a
+TMA store staged in shared memory: in its own Q tile for self/cross attention (free after the
+tile's last QK^T; the slot goes back to the producer only after the next tile's first QK^T, once
+the store has read it), in a per-group buffer with broadcast Q (whose tile stays resident). A TMA
+box cannot stop at qlen, so the slice that straddles it, and LSE, take a masked tl.store.
 KV blocks per tile come from `kv_block_range`, shared by every role; block 0 and the blocks outside
 `kv_unmasked_range` run the masked softmax, the bulk runs without any mask.
 """
@@ -104,6 +110,7 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
 @triton.jit
 def jfa_fwd_kernel(
     desc_q, desc_k, desc_v,          # TMA: q [rows_q, Hq*D], k/v [total_kv, Hkv*D]
+    desc_o,                          # TMA store of out [total_out, Hq*D] (TMA_STORE_O)
     out_ptr, lse_ptr,                # out [total_out, Hq, D]; lse fp32 [Hq, total_out]
     q_off, k_off,                    # [B+1] (q_off unused with BROADCAST_Q)
     tile_entry, n_entries,           # schedule (tlx_schedule.build_schedule)
@@ -111,7 +118,7 @@ def jfa_fwd_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, NUM_GROUPS: tl.constexpr,
     NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
-    RESIDENT: tl.constexpr,
+    RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -135,6 +142,11 @@ def jfa_fwd_kernel(
     k_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
     v_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=1)
     v_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
+    # O staging: broadcast Q stays resident, so O needs its own buffer; otherwise the group's Q tile
+    # (needs NUM_BUF_Q >= 2: the next tile's Q arrives in the other slot while the store drains)
+    O_IN_Q: tl.constexpr = TMA_STORE_O and not BROADCAST_Q
+    if TMA_STORE_O and BROADCAST_Q:
+        o_stage = tlx.local_alloc((BM_SPLIT, HEAD_DIM), dtype, NUM_GROUPS)
 
     with tlx.async_tasks():
         # ---- producer: TMA loads of Q (when it changes) and K/V ----------------------------
@@ -195,6 +207,7 @@ def jfa_fwd_kernel(
             cnt_kv = 0
             cnt_q = 0
             last_q = -1
+            held_o = 0  # O_IN_Q: the last Q slot holds an O slice a TMA store may still read
             if cid == NUM_GROUPS - 1:
                 tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # group 0 issues first
             valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
@@ -213,16 +226,22 @@ def jfa_fwd_kernel(
                                               BLOCK_M, BLOCK_N)
                     rows = m0 + cid * BM_SPLIT + tl.arange(0, BM_SPLIT)
                     o = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=dtype)  # rows that see no key
+                    if TMA_STORE_O:  # this group's O slice leaves by TMA store
+                        tma_o = (nblk > 0) & (m0 + (cid + 1) * BM_SPLIT <= qlen)
+                    else:
+                        tma_o: tl.constexpr = False
                     lse = tl.zeros([BM_SPLIT], dtype=tl.float32) - float("inf")
                     if nblk > 0:
                         m_i = tl.zeros([BM_SPLIT], dtype=tl.float32) - float("inf")
                         l_i = tl.zeros([BM_SPLIT], dtype=tl.float32)
                         acc = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=tl.float32)
                         q_key = (q_row0 + m0) * H + h
+                        release = -1  # the previous Q slot, once no longer needed
                         if q_key != last_q:
-                            if cnt_q > 0:  # the previous Q is no longer needed
-                                prev_idx = (cnt_q - 1) % NUM_BUF_Q
-                                tlx.barrier_arrive(q_empties[cid * NUM_BUF_Q + prev_idx], 1)
+                            if cnt_q > 0:
+                                release = cid * NUM_BUF_Q + (cnt_q - 1) % NUM_BUF_Q
+                                if not O_IN_Q:
+                                    tlx.barrier_arrive(q_empties[release], 1)
                             cnt_q += 1
                             last_q = q_key
                         q_idx, q_phase = _bufidx_phase(cnt_q - 1, NUM_BUF_Q)
@@ -244,6 +263,12 @@ def jfa_fwd_kernel(
                                                                 True, BLOCK_N)
                         p = p_f32.to(dtype)
                         cnt_kv += 1
+                        if O_IN_Q:
+                            if release >= 0:  # it staged the previous tile's O: store read it?
+                                if held_o != 0:
+                                    tlx.async_descriptor_store_wait(0)
+                                tlx.barrier_arrive(q_empties[release], 1)
+                        held_o = 0
                         # masked head [1, a), unmasked bulk [a, c), masked tail [c, nblk)
                         for j in range(1, a):
                             acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
@@ -274,15 +299,31 @@ def jfa_fwd_kernel(
                         o = (acc / l_safe[:, None]).to(dtype)  # cast before the store's relayout
                         lse = tl.where(l_i == 0.0, float("-inf"),
                                        (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
+                        if tma_o:
+                            if O_IN_Q:
+                                stage = q_buf  # its last QK^T was waited on
+                            else:
+                                stage = o_stage[cid]
+                                tlx.async_descriptor_store_wait(0)  # the previous O left it
+                            tlx.fence("async_shared")
+                            tlx.local_store(stage, o)
+                            tlx.fence("async_shared")
+                            tlx.async_descriptor_store(desc_o, stage,
+                                                       [out_row0 + m0 + cid * BM_SPLIT, h * HEAD_DIM])
+                            if O_IN_Q:
+                                held_o = 1
 
                     # store O and LSE rows < qlen only (rows past it belong to the next sequence)
                     row_ok = rows < qlen
                     out_rows = (out_row0 + rows).to(tl.int64)
-                    offs_d = tl.arange(0, HEAD_DIM)
-                    o_ptrs = (out_ptr + out_rows[:, None] * (H * HEAD_DIM) + h * HEAD_DIM
-                              + offs_d[None, :])
-                    tl.store(o_ptrs, o, mask=row_ok[:, None])
+                    if not tma_o:
+                        offs_d = tl.arange(0, HEAD_DIM)
+                        o_ptrs = (out_ptr + out_rows[:, None] * (H * HEAD_DIM) + h * HEAD_DIM
+                                  + offs_d[None, :])
+                        tl.store(o_ptrs, o, mask=row_ok[:, None])
                     tl.store(lse_ptr + h.to(tl.int64) * total_out + out_rows, lse, mask=row_ok)
                 valid, b, h, mb = n_valid, n_b, n_h, n_mb
                 q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
                 n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb
+            if TMA_STORE_O:
+                tlx.async_descriptor_store_wait(0)  # the last O stores finish before the CTA exits

@@ -288,6 +288,30 @@ def check_grid_determinism(case: Case, grids=(1, 3, 7)) -> dict:
     return {"case": case.name, "pass": "grid", "ok": not bad, "errors": [f"grid {g}" for g in bad]}
 
 
+def check_o_store_paths(case: Case, seed: int = 0) -> dict:
+    """The forward with O by TMA store equals the one storing O with tl.store, bit for bit (only the
+    store differs; both run with poisoned outputs, so a slice neither path wrote shows as NaN)."""
+    import dataclasses
+
+    from kernels import tlx_hopper
+
+    q, k, v, q_off, k_off, _, _ = make_inputs(case, seed)
+    params = _params(case, 1.0 / math.sqrt(case.d))
+    cfg = tlx_hopper.fwd_config(case.d, case.mode == "bcast", case.max_q)
+    tlx_hopper.POISON_OUTPUTS = True
+    outs = [tlx_hopper.forward(q, k, v, q_off, k_off, params,
+                               config=dataclasses.replace(cfg, tma_store_o=tma))
+            for tma in (True, False)]
+    torch.cuda.synchronize()
+    (o_tma, lse_tma), (o_st, lse_st) = outs
+    errs = []
+    if torch.isnan(o_tma).any() or torch.isnan(lse_tma).any():
+        errs.append("NaN/unwritten rows with the TMA store")
+    if not (torch.equal(o_tma, o_st) and torch.equal(lse_tma, lse_st)):
+        errs.append(f"TMA-store O differs from tl.store O: max abs {(o_tma.float() - o_st.float()).abs().max().item():.3e}")
+    return {"case": case.name, "pass": "ostore", "ok": not errs, "errors": errs}
+
+
 def fwd_cases() -> list[Case]:
     C = []
     for d in (64, 128):
@@ -329,6 +353,13 @@ def bwd_det_cases() -> list[Case]:
             Case("bcast", 200, 192, 300, 3, 3, 128, "bf16", False, 50)]
 
 
+def o_store_cases() -> list[Case]:
+    # odd lengths (slices straddling qlen take tl.store), 3 q-blocks, GQA, both head dims
+    return [Case("self", 40, 300, 300, 4, 2, 128, "bf16", True), Case("cross", 40, 200, 333, 4, 2, 64),
+            Case("bcast", 200, 192, 300, 3, 3), Case("bcast", 60, 300, 200, 2, 2, 128),
+            Case("bcast", 100, 128, 300, 3, 1, 64, "fp16")]
+
+
 def grid_cases() -> list[Case]:
     return [Case("self", 40, 300, 300, 4, 2, 128, "bf16", True), Case("bcast", 200, 192, 300, 3, 3),
             Case("cross", 40, 200, 333, 2, 2, 64, "bf16", False, 37)]
@@ -362,6 +393,27 @@ def test_forward_any_grid_size(case):
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", o_store_cases(), ids=lambda c: c.name)
+def test_forward_o_store_paths_agree(case):
+    res = check_o_store_paths(case, seed=zlib.crc32(case.name.encode()))
+    assert res["ok"], res
+
+
+@pytest.mark.gpu
+def test_forward_config_o_in_q_needs_two_q_slots():
+    import dataclasses
+
+    from kernels import tlx_hopper
+
+    case = Case("self", 4, 64, 64)
+    q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
+    cfg = dataclasses.replace(tlx_hopper.fwd_config(case.d, False, 0), num_buf_q=1)
+    with pytest.raises(ValueError, match="tma_store_o without broadcast_q needs num_buf_q >= 2"):
+        tlx_hopper.forward(q, k, v, q_off, k_off, _params(case, 0.1), config=cfg)
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", bwd_cases(), ids=lambda c: c.name)
 def test_backward(case):
     res = check_backward(case, seed=zlib.crc32(case.name.encode()))
@@ -383,12 +435,13 @@ def _main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shard", default="0/1")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--passes", default="fwd,grid,bwd,bwd-det")
+    ap.add_argument("--passes", default="fwd,grid,ostore,bwd,bwd-det")
     ap.add_argument("--filter", default="", help="comma-separated substrings of case names")
     args = ap.parse_args()
     idx, n = (int(x) for x in args.shard.split("/"))
     passes = args.passes.split(",")
     jobs = ([("fwd", c) for c in fwd_cases()] + [("grid", c) for c in grid_cases()]
+            + [("ostore", c) for c in o_store_cases()]
             + [("bwd", c) for c in bwd_cases()] + [("bwd-det", c) for c in bwd_det_cases()])
     jobs = [j for j in jobs if j[0] in passes]
     if args.filter:
@@ -406,6 +459,7 @@ def _main():
                 seed = zlib.crc32(case.name.encode())
                 res = {"fwd": lambda: check_forward(case, seed),
                        "grid": lambda: check_grid_determinism(case),
+                       "ostore": lambda: check_o_store_paths(case, seed),
                        "bwd": lambda: check_backward(case, seed),
                        "bwd-det": lambda: check_bwd_determinism(case)}[kind]()
             except Exception as exc:  # record and go on with the next case
