@@ -96,8 +96,9 @@ def load_run(job: Path) -> Run:
     records = read_records(job / "metrics.jsonl")
     evals = evals_by_step(records)
     summaries = [r for r in records if r.get("split") == "summary"]
-    return Run(job, str(dataset), tuple(o for o in overrides if not _is_seed(o)), seed, evals,
-               summaries[-1] if summaries else None)
+    # a preempted run writes a summary too, at its stop; it is final only once a resume finished it
+    final = summaries[-1] if summaries and not summaries[-1].get("preempted") else None
+    return Run(job, str(dataset), tuple(o for o in overrides if not _is_seed(o)), seed, evals, final)
 
 
 def find_runs(roots: list[Path]) -> list[Run]:

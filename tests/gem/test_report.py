@@ -173,6 +173,18 @@ def test_a_resumed_job_keeps_one_eval_per_step(tmp_path: Path) -> None:
     assert run.evals[1]["ne"]["click"] == 0.65
 
 
+def test_a_preempted_job_is_unfinished_until_a_resume_finishes_it(tmp_path: Path) -> None:
+    job = tmp_path / "multirun" / "0"
+    fake_job(job, ["trainer.seed=0"], "synthetic", [metrics(10, {"click": 0.7})],
+             {"step": 17, "ne": {"click": 0.69}, "preempted": True})
+    (run,) = report.find_runs([tmp_path / "multirun"])
+    assert run.summary is None
+    with (job / "metrics.jsonl").open("a") as f:  # resumed and finished
+        f.write(json.dumps({"split": "summary", "step": 30, "ne": {"click": 0.62}, "preempted": False}) + "\n")
+    (run,) = report.find_runs([tmp_path / "multirun"])
+    assert run.summary["step"] == 30
+
+
 def test_no_jobs_is_an_error(tmp_path: Path) -> None:
     assert report.main([str(tmp_path), "--out", str(tmp_path / "q.md")]) == 1
     with pytest.raises(FileNotFoundError):
