@@ -83,7 +83,7 @@ class FwdConfig:
     num_buf_q: int
     num_buf_kv: int
     consumer_regs: int
-    tma_store_o: bool = True  # full 64-row O slices leave by TMA store (else tl.store)
+    tma_store_o: bool = False  # self/cross: full 64-row O slices leave by TMA store (else tl.store)
 
     @property
     def block_m(self) -> int:
@@ -101,12 +101,11 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int) -> FwdConfig:
     if broadcast_q and head_dim > 64:
         # PMA is memory-bound: four 64-key stages keep more K/V bytes in flight than two of 128
         return FwdConfig(num_groups=2, block_n=64, num_buf_q=1, num_buf_kv=4, consumer_regs=232)
-    num_buf_q = 1 if broadcast_q else 2
-    if head_dim <= 64:
-        return FwdConfig(num_groups=2, block_n=128, num_buf_q=num_buf_q, num_buf_kv=3,
-                         consumer_regs=232)
-    return FwdConfig(num_groups=2, block_n=128, num_buf_q=num_buf_q, num_buf_kv=2,
-                     consumer_regs=232)
+    if broadcast_q:
+        return FwdConfig(num_groups=2, block_n=128, num_buf_q=1, num_buf_kv=3, consumer_regs=232)
+    # self/cross: O by TMA store, staged in the Q slot it no longer needs (run 10: 3-7 % forward)
+    return FwdConfig(num_groups=2, block_n=128, num_buf_q=2, num_buf_kv=3 if head_dim <= 64 else 2,
+                     consumer_regs=232, tma_store_o=True)
 
 
 def _sm_scale(params, head_dim: int) -> float:
@@ -153,9 +152,10 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         lse.fill_(float("-inf"))
         return out, lse
     cfg = config or fwd_config(d, broadcast, q_len)
-    if cfg.tma_store_o and not broadcast and cfg.num_buf_q < 2:
-        raise ValueError("tlx FwdConfig: tma_store_o without broadcast_q needs num_buf_q >= 2 (O is "
-                         "staged in a group's Q slot while the next tile's Q loads into the other)")
+    if cfg.tma_store_o and (broadcast or cfg.num_buf_q < 2):
+        raise ValueError("tlx FwdConfig: tma_store_o needs self/cross attention (not broadcast_q) and "
+                         "num_buf_q >= 2: O is staged in a group's Q slot while the next tile's Q "
+                         "loads into the other")
     max_q = q_len if broadcast else int(params.max_seq_len_q)
     num_mb = max(1, triton_cdiv(max_q, cfg.block_m))
     window = params.window_size

@@ -16,11 +16,12 @@ Jagged handling (see ../shared/kernels/HOPPER_JFA_PITFALLS.md): TMA boxes read p
 the causal/window band) are masked to -inf before the row max, with the row max guarded so fully
 masked rows give p = 0 instead of NaN; O/LSE rows past qlen are never stored.
 
-Epilogue (TMA_STORE_O): a group whose 64 rows all lie inside the sequence writes its O slice with a
-TMA store staged in shared memory: in its own Q tile for self/cross attention (free after the
-tile's last QK^T; the slot goes back to the producer only after the next tile's first QK^T, once
-the store has read it), in a per-group buffer with broadcast Q (whose tile stays resident). A TMA
-box cannot stop at qlen, so the slice that straddles it, and LSE, take a masked tl.store.
+Epilogue (TMA_STORE_O, self/cross attention): a group whose 64 rows all lie inside the sequence
+stages its O slice in its own Q tile (free after the tile's last QK^T) and writes it with a TMA
+store; the Q slot goes back to the producer only after the next tile's first QK^T, once the store
+has read it. A TMA box cannot stop at qlen, so the slice that straddles it, and LSE, take a masked
+tl.store. Broadcast Q stays resident across tiles and stores O with tl.store: a staging buffer of
+its own cost PMA 3-8 % at fill 0.9 (docs/kernels/tlx_hopper.md, run 10).
 KV blocks per tile come from `kv_block_range`, shared by every role; block 0 and the blocks outside
 `kv_unmasked_range` run the masked softmax, the bulk runs without any mask.
 """
@@ -142,11 +143,9 @@ def jfa_fwd_kernel(
     k_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
     v_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=1)
     v_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
-    # O staging: broadcast Q stays resident, so O needs its own buffer; otherwise the group's Q tile
-    # (needs NUM_BUF_Q >= 2: the next tile's Q arrives in the other slot while the store drains)
-    O_IN_Q: tl.constexpr = TMA_STORE_O and not BROADCAST_Q
-    if TMA_STORE_O and BROADCAST_Q:
-        o_stage = tlx.local_alloc((BM_SPLIT, HEAD_DIM), dtype, NUM_GROUPS)
+    # O is staged in the group's Q tile (NUM_BUF_Q >= 2: the next tile's Q arrives in the other
+    # slot while the store drains); broadcast Q stays resident, so it has no free tile for O
+    tl.static_assert(not (TMA_STORE_O and BROADCAST_Q), "TMA_STORE_O is for self/cross attention")
 
     with tlx.async_tasks():
         # ---- producer: TMA loads of Q (when it changes) and K/V ----------------------------
@@ -207,7 +206,7 @@ def jfa_fwd_kernel(
             cnt_kv = 0
             cnt_q = 0
             last_q = -1
-            held_o = 0  # O_IN_Q: the last Q slot holds an O slice a TMA store may still read
+            held_o = 0  # TMA_STORE_O: the last Q slot holds an O slice a TMA store may still read
             if cid == NUM_GROUPS - 1:
                 tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # group 0 issues first
             valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
@@ -240,7 +239,7 @@ def jfa_fwd_kernel(
                         if q_key != last_q:
                             if cnt_q > 0:
                                 release = cid * NUM_BUF_Q + (cnt_q - 1) % NUM_BUF_Q
-                                if not O_IN_Q:
+                                if not TMA_STORE_O:
                                     tlx.barrier_arrive(q_empties[release], 1)
                             cnt_q += 1
                             last_q = q_key
@@ -263,7 +262,7 @@ def jfa_fwd_kernel(
                                                                 True, BLOCK_N)
                         p = p_f32.to(dtype)
                         cnt_kv += 1
-                        if O_IN_Q:
+                        if TMA_STORE_O:
                             if release >= 0:  # it staged the previous tile's O: store read it?
                                 if held_o != 0:
                                     tlx.async_descriptor_store_wait(0)
@@ -299,19 +298,13 @@ def jfa_fwd_kernel(
                         o = (acc / l_safe[:, None]).to(dtype)  # cast before the store's relayout
                         lse = tl.where(l_i == 0.0, float("-inf"),
                                        (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
-                        if tma_o:
-                            if O_IN_Q:
-                                stage = q_buf  # its last QK^T was waited on
-                            else:
-                                stage = o_stage[cid]
-                                tlx.async_descriptor_store_wait(0)  # the previous O left it
+                        if tma_o:  # stage O in the Q tile: its last QK^T was waited on
                             tlx.fence("async_shared")
-                            tlx.local_store(stage, o)
+                            tlx.local_store(q_buf, o)
                             tlx.fence("async_shared")
-                            tlx.async_descriptor_store(desc_o, stage,
+                            tlx.async_descriptor_store(desc_o, q_buf,
                                                        [out_row0 + m0 + cid * BM_SPLIT, h * HEAD_DIM])
-                            if O_IN_Q:
-                                held_o = 1
+                            held_o = 1
 
                     # store O and LSE rows < qlen only (rows past it belong to the next sequence)
                     row_ok = rows < qlen

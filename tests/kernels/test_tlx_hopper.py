@@ -297,7 +297,7 @@ def check_o_store_paths(case: Case, seed: int = 0) -> dict:
 
     q, k, v, q_off, k_off, _, _ = make_inputs(case, seed)
     params = _params(case, 1.0 / math.sqrt(case.d))
-    cfg = tlx_hopper.fwd_config(case.d, case.mode == "bcast", case.max_q)
+    cfg = tlx_hopper.fwd_config(case.d, False, 0)
     tlx_hopper.POISON_OUTPUTS = True
     outs = [tlx_hopper.forward(q, k, v, q_off, k_off, params,
                                config=dataclasses.replace(cfg, tma_store_o=tma))
@@ -354,10 +354,10 @@ def bwd_det_cases() -> list[Case]:
 
 
 def o_store_cases() -> list[Case]:
-    # odd lengths (slices straddling qlen take tl.store), 3 q-blocks, GQA, both head dims
+    # odd lengths (slices straddling qlen take tl.store), empty and length-1 sequences, GQA, masks
     return [Case("self", 40, 300, 300, 4, 2, 128, "bf16", True), Case("cross", 40, 200, 333, 4, 2, 64),
-            Case("bcast", 200, 192, 300, 3, 3), Case("bcast", 60, 300, 200, 2, 2, 128),
-            Case("bcast", 100, 128, 300, 3, 1, 64, "fp16")]
+            Case("self", 30, 256, 256, 2, 2, 128, "fp16", lens="full"),
+            Case("cross", 30, 100, 100, 2, 2, 128, "bf16", False, 37, lens="one")]
 
 
 def grid_cases() -> list[Case]:
@@ -400,15 +400,17 @@ def test_forward_o_store_paths_agree(case):
 
 
 @pytest.mark.gpu
-def test_forward_config_o_in_q_needs_two_q_slots():
+@pytest.mark.parametrize("mode,num_buf_q", [("self", 1), ("bcast", 1), ("bcast", 2)])
+def test_forward_config_o_store_rule(mode, num_buf_q):
     import dataclasses
 
     from kernels import tlx_hopper
 
-    case = Case("self", 4, 64, 64)
+    case = Case(mode, 4, 64, 64)
     q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
-    cfg = dataclasses.replace(tlx_hopper.fwd_config(case.d, False, 0), num_buf_q=1)
-    with pytest.raises(ValueError, match="tma_store_o without broadcast_q needs num_buf_q >= 2"):
+    cfg = dataclasses.replace(tlx_hopper.fwd_config(case.d, False, 0), num_buf_q=num_buf_q)
+    with pytest.raises(ValueError, match=r"tma_store_o needs self/cross attention \(not broadcast_q\) and "
+                                         "num_buf_q >= 2"):
         tlx_hopper.forward(q, k, v, q_off, k_off, _params(case, 0.1), config=cfg)
 
 
