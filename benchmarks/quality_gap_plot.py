@@ -87,7 +87,7 @@ def plot(groups: list[Group], out: Path) -> None:
             x = [n / 1e6 for n in gaps]
             stats = [mean_std(v) for v in gaps.values()]
             mean = [m for m, _ in stats]
-            line, = ax.plot(x, mean, marker="o", markersize=3, label=f"{g.label} ({len(g.evals)} seeds)")
+            line, = ax.plot(x, mean, marker="o", markersize=3, label=f"{g.label} ({len(g.evals)} seed{'s' if len(g.evals) > 1 else ''})")
             ax.fill_between(x, [m - s for m, s in stats], [m + s for m, s in stats], color=line.get_color(),
                             alpha=0.2)
         ax.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="goal: 1 % above Bayes")
