@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.tlx_schedule import (build_schedule, kv_block_range,
+from kernels.tlx_schedule import (PRIORITY_BUCKETS, build_schedule, kv_block_range,
                                   kv_unmasked_range, n_iterations, q_block_range, seq_bounds,
                                   tile_at)
 
@@ -188,3 +188,42 @@ def test_schedule_kernel_matches_torch(kv_stationary, bcast):
     assert torch.equal(a[1].cpu(), b[1].cpu())
     n = int(a[1])
     assert torch.equal(a[0][:n].cpu(), b[0][:n].cpu())
+
+
+def _expected_order(q_lens, k_lens, q_len, num_mb, causal, bcast, block_m, block_n):
+    """The schedule's definition, in Python: non-empty Q-stationary entries heaviest first (KV
+    blocks, exact below PRIORITY_BUCKETS, else scaled into that many classes), ties in batch order,
+    grouped by q-block first with broadcast_q."""
+    work = {}
+    for b, klen in enumerate(k_lens):
+        qlen = q_len if bcast else q_lens[b]
+        for mb in range(num_mb):
+            m0 = mb * block_m
+            if m0 < qlen:
+                hi = min(klen, min(m0 + block_m, qlen)) if causal else klen
+                work[b * num_mb + mb] = -(-hi // block_n) if hi > 0 else 0
+    top = max(work.values(), default=0)
+    bucket = {e: w if top < PRIORITY_BUCKETS else w * PRIORITY_BUCKETS // (top + 1)
+              for e, w in work.items()}
+    return sorted(work, key=lambda e: ((e % num_mb) if bcast else 0, -bucket[e], e))
+
+
+@pytest.mark.parametrize("bcast", [False, True])
+@pytest.mark.parametrize("max_len", [300, 5000])  # KV block counts below and above PRIORITY_BUCKETS
+def test_schedule_order_heaviest_first_both_builders(bcast, max_len):
+    g = torch.Generator().manual_seed(max_len)
+    B = 53
+    k_lens = torch.randint(0, max_len, (B,), generator=g).tolist()
+    q_lens = torch.randint(0, max_len, (B,), generator=g).tolist()
+    k_lens[0], q_lens[1], k_lens[2] = 0, 0, max_len
+    block_m, block_n = 128, 64
+    q_len = 300 if bcast else 0
+    num_mb = triton.cdiv(q_len if bcast else max(q_lens), block_m)
+    off = lambda ls: torch.tensor([0] + ls).cumsum(0).to(DEVICE, torch.int32)
+    args = (None if bcast else off(q_lens), off(k_lens), B, q_len, num_mb, None, True, bcast,
+            block_m, block_n)
+    want = _expected_order(q_lens, k_lens, q_len, num_mb, True, bcast, block_m, block_n)
+    for use_torch in (False, True):
+        entries, n = build_schedule(*args, use_torch=use_torch)
+        assert int(n) == len(want)
+        assert entries[:len(want)].cpu().tolist() == want, use_torch
