@@ -27,9 +27,10 @@ _OLD_INTERPRETER = INTERPRET and tuple(int(x) for x in triton.__version__.split(
 pytestmark = [
     pytest.mark.skipif(not (torch.cuda.is_available() or INTERPRET),
                        reason="needs a GPU or TRITON_INTERPRET=1"),
-    # the triton 3.6 interpreter cannot run a loop whose bound was loaded from memory
-    pytest.mark.skipif(_OLD_INTERPRETER, reason="needs fbtriton 3.7's interpreter (TLX extra)"),
 ]
+# the triton 3.6 interpreter cannot run a loop whose bound was loaded from memory (the probe's)
+needs_new_interpreter = pytest.mark.skipif(_OLD_INTERPRETER,
+                                           reason="needs fbtriton 3.7's interpreter (TLX extra)")
 
 
 @triton.jit
@@ -117,6 +118,7 @@ def _check(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n, n_
                                 (window is None or abs(i - j) <= window), (b, mb, blk, i, j)
 
 
+@needs_new_interpreter
 @pytest.mark.parametrize("causal,window", [(False, None), (True, None), (False, 37), (True, 5)])
 @pytest.mark.parametrize("n_prog", [1, 3, 7])
 def test_jagged_schedule(causal, window, n_prog):
@@ -127,6 +129,7 @@ def test_jagged_schedule(causal, window, n_prog):
     _check(q_lens, k_lens, 2, False, 0, causal, window, 128, 128, n_prog, False)
 
 
+@needs_new_interpreter
 @pytest.mark.parametrize("causal,window", [(False, None), (True, 20)])
 @pytest.mark.parametrize("q_len,block_m,block_n", [(192, 192, 64), (300, 128, 128), (1, 128, 128)])
 @pytest.mark.parametrize("n_prog,resident", [(7, True), (5, False), (12, True)])
