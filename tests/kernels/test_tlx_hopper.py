@@ -14,6 +14,7 @@ and a hang (barrier bug) only stalls one shard:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -291,8 +292,6 @@ def check_grid_determinism(case: Case, grids=(1, 3, 7)) -> dict:
 def check_o_store_paths(case: Case, seed: int = 0) -> dict:
     """The forward with O by TMA store equals the one storing O with tl.store, bit for bit (only the
     store differs; both run with poisoned outputs, so a slice neither path wrote shows as NaN)."""
-    import dataclasses
-
     from kernels import tlx_hopper
 
     q, k, v, q_off, k_off, _, _ = make_inputs(case, seed)
@@ -402,8 +401,6 @@ def test_forward_o_store_paths_agree(case):
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode,num_buf_q", [("self", 1), ("bcast", 1), ("bcast", 2)])
 def test_forward_config_o_store_rule(mode, num_buf_q):
-    import dataclasses
-
     from kernels import tlx_hopper
 
     case = Case(mode, 4, 64, 64)
