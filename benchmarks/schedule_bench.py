@@ -2,12 +2,13 @@
 
     python -m benchmarks.schedule_bench [--out results.jsonl]
 
-For every shape of `tlx_hopper_bench` (once per shape, fill 0.5 lengths) and each schedule its forward+backward
-builds (forward, dK/dV, dQ; configurations as `kernels.tlx_hopper` picks them), times
-`tlx_schedule.build_schedule` with the single-program Triton builder and with the torch-ops one:
-device ms from a CUDA graph replay (`triton.testing.do_bench_cudagraph`: no launch overhead) and
-ms of back-to-back eager calls (`do_bench`: launch-bound when the device part is short). Outside
-the model's front door nothing is cached, so `tlx_hopper_bench` pays every build on every call.
+For every shape of `tlx_hopper_bench` (once per shape, fill 0.5 lengths), runs one forward+backward
+of `kernels.tlx_hopper`, records the schedules its launchers ask for (forward, dK/dV, dQ: the
+arguments of their `cached_schedule` calls), and times `tlx_schedule.build_schedule` on each with
+the single-program Triton builder and with the torch-ops one: device ms from a CUDA graph replay
+(`triton.testing.do_bench_cudagraph`: no launch overhead) and ms of back-to-back eager calls
+(`do_bench`: launch-bound when the device part is short). Outside the model's front door nothing is
+cached, so `tlx_hopper_bench` pays every build on every call.
 """
 
 from __future__ import annotations
@@ -18,28 +19,35 @@ import json
 import torch
 import triton
 
-from benchmarks.tlx_hopper_bench import lengths, shapes
-from kernels import tlx_hopper
-from kernels.tlx_schedule import build_schedule
+from benchmarks.tlx_hopper_bench import build, shapes
+from kernels import tlx_hopper, tlx_schedule
+from kernels.common import JFAParams
+
+PASSES = ("fwd", "dkdv", "dq")  # the order in which a forward+backward builds its schedules
 
 
-def schedule_configs(sh: dict) -> list[tuple[str, tuple, bool]]:
-    """(pass, build_schedule's positional configuration after the offsets, kv_stationary)."""
-    bcast = sh["kind"] == "bcast"
-    q_len = sh["q"] if bcast else 0
-    n_sm = torch.cuda.get_device_properties(0).multi_processor_count
-    fwd = tlx_hopper.fwd_config(128, bcast, q_len)
-    bwd = tlx_hopper.bwd_config(128, bcast, q_len, sh["H"], n_sm)
-    max_q = sh["q"]
-    cdiv = triton.cdiv
-    return [
-        ("fwd", (sh["B"], q_len, cdiv(max_q, fwd.block_m), None, False, bcast, fwd.block_m,
-                 fwd.block_n), False),
-        ("dkdv", (sh["B"], q_len, cdiv(sh["max_kv"], tlx_hopper.DKDV_BLOCK_N), None, False, bcast,
-                  tlx_hopper.DKDV_BLOCK_N, tlx_hopper.DKDV_STEP), True),
-        ("dq", (sh["B"], q_len, cdiv(max_q, bwd.dq_block_m), None, False, bcast, bwd.dq_block_m,
-                bwd.dq_block_n), False),
-    ]
+def launcher_schedules(sh: dict) -> list[tuple[str, tuple, dict]]:
+    """(pass, args, kwargs) of every `cached_schedule` call of one tlx forward+backward on `sh`."""
+    x = build(dict(sh, fill=0.5))
+    q, k, v, q_off, k_off = x["q"], x["k"], x["v"], x["q_off"], x["k_off"]
+    params = JFAParams(max_seq_len_q=sh["q"], max_seq_len_kv=sh["max_kv"],
+                       broadcast_q=sh["kind"] == "bcast")
+    calls = []
+    real = tlx_schedule.cached_schedule
+
+    def record(*args, **kwargs):
+        calls.append((args, kwargs))
+        return real(*args, **kwargs)
+
+    tlx_schedule.cached_schedule = record  # the launchers import it at call time
+    try:
+        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params)
+        tlx_hopper.backward(torch.randn_like(out), q, k, v, out, lse, q_off, k_off, params)
+    finally:
+        tlx_schedule.cached_schedule = real
+    if len(calls) != len(PASSES):
+        raise RuntimeError(f"{sh['name']}: expected {len(PASSES)} schedule builds, saw {len(calls)}")
+    return [(name, args, kwargs) for name, (args, kwargs) in zip(PASSES, calls)]
 
 
 def main() -> None:
@@ -49,15 +57,12 @@ def main() -> None:
     rows = []
     unique = {(sh["kind"], sh["B"], sh["max_kv"], sh["H"], sh["q"]): sh for sh in shapes()}
     for sh in unique.values():  # the fills share their schedules' sizes
-        g = torch.Generator().manual_seed(0)
-        kl = lengths(sh["B"], sh["max_kv"], 0.5, g)
-        k_off = torch.cat([torch.zeros(1, dtype=torch.int64), kl.cumsum(0)]).cuda().to(torch.int32)
-        q_off = None if sh["kind"] == "bcast" else k_off
-        for name, config, kv_stationary in schedule_configs(sh):
-            row = dict(shape=sh["name"].rsplit(" fill", 1)[0], pass_=name, entries=config[0] * config[2])
+        for name, sched_args, sched_kwargs in launcher_schedules(sh):
+            B, num_mb = sched_args[2], sched_args[4]
+            row = dict(shape=sh["name"].rsplit(" fill", 1)[0], pass_=name, entries=B * num_mb)
             for builder, use_torch in (("triton", False), ("torch", True)):
-                fn = lambda: build_schedule(q_off, k_off, *config, kv_stationary=kv_stationary,
-                                            use_torch=use_torch)
+                fn = lambda: tlx_schedule.build_schedule(*sched_args, **sched_kwargs,
+                                                         use_torch=use_torch)
                 fn()
                 torch.cuda.synchronize()
                 row[f"{builder}_device_ms"] = triton.testing.do_bench_cudagraph(fn, rep=50)
