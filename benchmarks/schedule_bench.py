@@ -31,7 +31,7 @@ def launcher_schedules(sh: dict) -> list[tuple[str, tuple, dict]]:
     x = build(dict(sh, fill=0.5))
     q, k, v, q_off, k_off = x["q"], x["k"], x["v"], x["q_off"], x["k_off"]
     params = JFAParams(max_seq_len_q=sh["q"], max_seq_len_kv=sh["max_kv"],
-                       broadcast_q=sh["kind"] == "bcast")
+                       sm_scale=q.shape[-1] ** -0.5, broadcast_q=sh["kind"] == "bcast")
     calls = []
     real = tlx_schedule.cached_schedule
 

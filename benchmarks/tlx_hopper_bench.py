@@ -1,11 +1,13 @@
 """Time the TLX Hopper JFA kernels against varlen_attn and the fbtriton TLX tutorial (H200).
 
-    python -m benchmarks.tlx_hopper_bench [--out results.json] [--bwd] [--only SUBSTR] [--ab]
+    python -m benchmarks.tlx_hopper_bench [--out results.json] [--bwd] [--only SUBSTR]
+        [--ab FIELD=VALUE[,FIELD=VALUE...]]
 
---ab also times the previous self-attention forward in the same process, on the same inputs: O
-stored with a masked tl.store from registers (before run 10's TMA-store epilogue), as
-tlx_fwd_prev_cfg_ms, and with --bwd forward+backward with that forward as tlx_fwdbwd_prev_cfg_ms
-(PMA stores O with tl.store either way).
+--ab also times, in the same process and on the same inputs, the forward with those `FwdConfig`
+fields changed from `fwd_config`'s choice (e.g. `--ab num_buf_kv=5`; `--ab tma_store_o=False` is run
+10's A/B), as tlx_fwd_ab_ms, and with --bwd forward+backward with that forward as tlx_fwdbwd_ab_ms;
+ab_fwd_identical says whether both forwards gave bit-identical O and LSE. (Runs 4-10 used a
+hard-coded `--ab`; their records name the columns tlx_fwd_prev_cfg_ms / tlx_fwdbwd_prev_cfg_ms.)
 
 Shapes are the issue's (bf16, D=128): PMA B=1024 max_kv=1000 H=3 q_len=192 and PMA B=768
 max_kv=1024 H=4 q_len=128 at fill 0.1/0.5/0.9; jagged self-attention B=768 max=1024 H=4 at fill
@@ -21,6 +23,7 @@ out (+ lse): backward adds reading do, out and writing dq, dk, dv.
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import importlib.util
 import json
@@ -33,7 +36,7 @@ import triton
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-AB_PREV_CONFIG = False  # --ab: also time the previous forward (O by tl.store)
+AB_OVERRIDES: dict = {}  # --ab: FwdConfig fields of the alternative forward
 PEAK_FLOPS = 788e12
 PEAK_BYTES = 4.3e12
 
@@ -133,13 +136,13 @@ def run_shape(sh, do_bwd, tut):
     out, lse = fwd()
     row["tlx_vs_varlen_rel"] = ((out.float() - o_ref.float()).norm() / o_ref.float().norm()).item()
     row["tlx_fwd_ms"] = bench(fwd)
-    ab = AB_PREV_CONFIG and not bcast
-    if ab:  # A/B: the forward storing O with tl.store (before run 10)
-        prev = dataclasses.replace(tlx_hopper.fwd_config(d, False, 0), tma_store_o=False)
-        fwd_prev = lambda: tlx_hopper.forward(q, k, v, q_off, k_off, params, config=prev)
-        out_prev, lse_prev = fwd_prev()
-        row["ab_fwd_identical"] = bool(torch.equal(out_prev, out) and torch.equal(lse_prev, lse))
-        row["tlx_fwd_prev_cfg_ms"] = bench(fwd_prev)
+    alt = None
+    if AB_OVERRIDES:  # A/B: the same forward with some FwdConfig fields changed
+        alt = dataclasses.replace(tlx_hopper.fwd_config(d, bcast, sh["q"] if bcast else 0), **AB_OVERRIDES)
+        fwd_alt = lambda: tlx_hopper.forward(q, k, v, q_off, k_off, params, config=alt)
+        out_alt, lse_alt = fwd_alt()
+        row["ab_fwd_identical"] = bool(torch.equal(out_alt, out) and torch.equal(lse_alt, lse))
+        row["tlx_fwd_ab_ms"] = bench(fwd_alt)
     if do_bwd:
         qg, kg, vg = (t.clone().requires_grad_() for t in (qv, k, v))
         o = varlen_attn(qg, kg, vg, cu_q, k_off, max_q, max_k, scale=scale)
@@ -155,11 +158,11 @@ def run_shape(sh, do_bwd, tut):
             o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
             tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params)
         row["tlx_fwdbwd_ms"] = bench(tlx_fb)
-        if ab:
-            def tlx_fb_prev():
-                o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=prev)
+        if alt is not None:
+            def tlx_fb_alt():
+                o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=alt)
                 tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params)
-            row["tlx_fwdbwd_prev_cfg_ms"] = bench(tlx_fb_prev)
+            row["tlx_fwdbwd_ab_ms"] = bench(tlx_fb_alt)
     if tut is not None and sh["fill"] == 1.0:
         Z, N = B, sh["max_kv"]
         qd = q.view(Z, N, H, d).transpose(1, 2).contiguous()
@@ -174,15 +177,29 @@ def run_shape(sh, do_bwd, tut):
     return row
 
 
+def parse_overrides(spec: str) -> dict:
+    """'num_buf_kv=5,tma_store_o=False' -> {'num_buf_kv': 5, 'tma_store_o': False}, fields checked."""
+    from kernels.tlx_hopper import FwdConfig
+
+    fields = {f.name for f in dataclasses.fields(FwdConfig)}
+    out = {}
+    for item in filter(None, spec.split(",")):
+        name, sep, value = item.partition("=")
+        if not sep or name.strip() not in fields:
+            raise SystemExit(f"--ab: expected FIELD=VALUE with FIELD one of {sorted(fields)}, got {item!r}")
+        out[name.strip()] = ast.literal_eval(value.strip())
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--bwd", action="store_true")
     ap.add_argument("--only", default="")
-    ap.add_argument("--ab", action="store_true")
+    ap.add_argument("--ab", default="", metavar="FIELD=VALUE[,...]",
+                    help="also time the forward with these FwdConfig fields changed")
     args = ap.parse_args()
-    global AB_PREV_CONFIG
-    AB_PREV_CONFIG = args.ab
+    AB_OVERRIDES.update(parse_overrides(args.ab))
     torch.manual_seed(0)
     try:
         tut = tutorial_module()
@@ -204,7 +221,7 @@ def main():
                 f.write(json.dumps(row) + "\n")
         torch.cuda.empty_cache()
     print(f"\n{'shape':24s} {'floor':>7s} {'tlx':>7s} {'varlen':>7s} {'tut':>7s} {'x vs varlen':>11s} "
-          f"{'TF/s':>6s} {'GB/s':>6s} {'fb tlx':>7s} {'fb varlen':>9s} {'prevcfg':>7s} {'fb prevcfg':>10s}")
+          f"{'TF/s':>6s} {'GB/s':>6s} {'fb tlx':>7s} {'fb varlen':>9s} {'ab':>7s} {'fb ab':>7s}")
     for r in rows:
         if "error" in r:
             print(f"{r['name']:24s} ERROR {r['error']}")
@@ -213,7 +230,7 @@ def main():
         print(f"{r['name']:24s} {r['floor_fwd_ms']:7.3f} {g('tlx_fwd_ms')} {g('varlen_fwd_ms')} "
               f"{g('tutorial_fwd_ms')} {r['varlen_fwd_ms'] / r['tlx_fwd_ms']:11.2f} "
               f"{r['tlx_fwd_tflops']:6.0f} {r['tlx_fwd_GBps']:6.0f} {g('tlx_fwdbwd_ms')} "
-              f"{g('varlen_fwdbwd_ms')} {g('tlx_fwd_prev_cfg_ms')} {g('tlx_fwdbwd_prev_cfg_ms'):>10s}")
+              f"{g('varlen_fwdbwd_ms')} {g('tlx_fwd_ab_ms')} {g('tlx_fwdbwd_ab_ms')}")
 
 
 if __name__ == "__main__":
