@@ -120,6 +120,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128):
                      TMA_EPILOGUE=cfg.dkdv_tma_store)
     else:
         fn = jfa_bwd_dq_kernel
+        sig["desc_k"] = sig["desc_v"] = _tdesc(dt, cfg.dq_block_n, d)
         sig["desc_part"] = _tdesc("fp32", 64, d) if bcast else _tdesc(dt, 64, d)
         sig.update({"dq_ptr": "*fp32" if bcast else f"*{dt}", "dq_acc_ptr": "*fp32"})
         ints = ("window", "B", "H", "G", "q_len", "NUM_MB", "total_out", "ctas_per_pair")

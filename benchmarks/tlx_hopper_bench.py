@@ -1,13 +1,17 @@
 """Time the TLX Hopper JFA kernels against varlen_attn and the fbtriton TLX tutorial (H200).
 
     python -m benchmarks.tlx_hopper_bench [--out results.json] [--bwd] [--only SUBSTR]
-        [--ab FIELD=VALUE[,FIELD=VALUE...]]
+        [--ab FIELD=VALUE[,FIELD=VALUE...]] [--ab-bwd FIELD=VALUE[,...]]
 
 --ab also times, in the same process and on the same inputs, the forward with those `FwdConfig`
 fields changed from `fwd_config`'s choice (e.g. `--ab num_buf_kv=5`; `--ab tma_store_o=False` is run
 10's A/B), as tlx_fwd_ab_ms, and with --bwd forward+backward with that forward as tlx_fwdbwd_ab_ms;
 ab_fwd_identical says whether both forwards gave bit-identical O and LSE. (Runs 4-10 used a
 hard-coded `--ab`; their records name the columns tlx_fwd_prev_cfg_ms / tlx_fwdbwd_prev_cfg_ms.)
+--ab-bwd likewise changes `BwdConfig` fields of `bwd_config`'s choice (with --bwd): forward+backward
+as tlx_fwdbwd_abbwd_ms, and ab_bwd_grad_rel, the largest relative difference (norm) of dq, dk, dv
+against the default configuration's (a different tiling sums in another order: ~1e-3 is bf16
+rounding, not an error).
 
 Shapes are the issue's (bf16, D=128): PMA B=1024 max_kv=1000 H=3 q_len=192 and PMA B=768
 max_kv=1024 H=4 q_len=128 at fill 0.1/0.5/0.9; jagged self-attention B=768 max=1024 H=4 at fill
@@ -37,6 +41,7 @@ import triton
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 AB_OVERRIDES: dict = {}  # --ab: FwdConfig fields of the alternative forward
+AB_BWD_OVERRIDES: dict = {}  # --ab-bwd: BwdConfig fields of the alternative backward
 PEAK_FLOPS = 788e12
 PEAK_BYTES = 4.3e12
 
@@ -158,6 +163,20 @@ def run_shape(sh, do_bwd, tut):
             o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
             tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params)
         row["tlx_fwdbwd_ms"] = bench(tlx_fb)
+        if AB_BWD_OVERRIDES:  # A/B: the same backward with some BwdConfig fields changed
+            n_sm = torch.cuda.get_device_properties(q.device).multi_processor_count
+            alt_bwd = dataclasses.replace(
+                tlx_hopper.bwd_config(d, bcast, sh["q"] if bcast else 0, H, n_sm), **AB_BWD_OVERRIDES)
+            o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
+            grads = tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params)
+            grads_alt = tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params, config=alt_bwd)
+            row["ab_bwd_grad_rel"] = max(((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30)).item()
+                                         for a, b in zip(grads_alt, grads))
+
+            def tlx_fb_alt_bwd():
+                o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
+                tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params, config=alt_bwd)
+            row["tlx_fwdbwd_abbwd_ms"] = bench(tlx_fb_alt_bwd)
         if alt is not None:
             def tlx_fb_alt():
                 o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=alt)
@@ -177,16 +196,15 @@ def run_shape(sh, do_bwd, tut):
     return row
 
 
-def parse_overrides(spec: str) -> dict:
-    """'num_buf_kv=5,tma_store_o=False' -> {'num_buf_kv': 5, 'tma_store_o': False}, fields checked."""
-    from kernels.tlx_hopper import FwdConfig
-
-    fields = {f.name for f in dataclasses.fields(FwdConfig)}
+def parse_overrides(spec: str, config_cls: type, option: str = "--ab") -> dict:
+    """'num_buf_kv=5,tma_store_o=False' -> {'num_buf_kv': 5, 'tma_store_o': False}, checked
+    against the fields of `config_cls` (FwdConfig or BwdConfig)."""
+    fields = {f.name for f in dataclasses.fields(config_cls)}
     out = {}
     for item in filter(None, spec.split(",")):
         name, sep, value = item.partition("=")
         if not sep or name.strip() not in fields:
-            raise SystemExit(f"--ab: expected FIELD=VALUE with FIELD one of {sorted(fields)}, got {item!r}")
+            raise SystemExit(f"{option}: expected FIELD=VALUE with FIELD one of {sorted(fields)}, got {item!r}")
         out[name.strip()] = ast.literal_eval(value.strip())
     return out
 
@@ -198,8 +216,15 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--ab", default="", metavar="FIELD=VALUE[,...]",
                     help="also time the forward with these FwdConfig fields changed")
+    ap.add_argument("--ab-bwd", default="", metavar="FIELD=VALUE[,...]",
+                    help="with --bwd: also time forward+backward with these BwdConfig fields changed")
     args = ap.parse_args()
-    AB_OVERRIDES.update(parse_overrides(args.ab))
+    from kernels.tlx_hopper import BwdConfig, FwdConfig
+
+    AB_OVERRIDES.update(parse_overrides(args.ab, FwdConfig))
+    AB_BWD_OVERRIDES.update(parse_overrides(args.ab_bwd, BwdConfig, "--ab-bwd"))
+    if AB_BWD_OVERRIDES and not args.bwd:
+        raise SystemExit("--ab-bwd needs --bwd")
     torch.manual_seed(0)
     try:
         tut = tutorial_module()
@@ -221,7 +246,7 @@ def main():
                 f.write(json.dumps(row) + "\n")
         torch.cuda.empty_cache()
     print(f"\n{'shape':24s} {'floor':>7s} {'tlx':>7s} {'varlen':>7s} {'tut':>7s} {'x vs varlen':>11s} "
-          f"{'TF/s':>6s} {'GB/s':>6s} {'fb tlx':>7s} {'fb varlen':>9s} {'ab':>7s} {'fb ab':>7s}")
+          f"{'TF/s':>6s} {'GB/s':>6s} {'fb tlx':>7s} {'fb varlen':>9s} {'ab':>7s} {'fb ab':>7s} {'fb abbwd':>8s}")
     for r in rows:
         if "error" in r:
             print(f"{r['name']:24s} ERROR {r['error']}")
@@ -230,7 +255,7 @@ def main():
         print(f"{r['name']:24s} {r['floor_fwd_ms']:7.3f} {g('tlx_fwd_ms')} {g('varlen_fwd_ms')} "
               f"{g('tutorial_fwd_ms')} {r['varlen_fwd_ms'] / r['tlx_fwd_ms']:11.2f} "
               f"{r['tlx_fwd_tflops']:6.0f} {r['tlx_fwd_GBps']:6.0f} {g('tlx_fwdbwd_ms')} "
-              f"{g('varlen_fwdbwd_ms')} {g('tlx_fwd_ab_ms')} {g('tlx_fwdbwd_ab_ms')}")
+              f"{g('varlen_fwdbwd_ms')} {g('tlx_fwd_ab_ms')} {g('tlx_fwdbwd_ab_ms')} {g('tlx_fwdbwd_abbwd_ms'):>8s}")
 
 
 if __name__ == "__main__":

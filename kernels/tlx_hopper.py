@@ -306,6 +306,9 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         dq_arg, acc_arg = acc, acc
     if not resident:
         desc_part = desc_q  # not read: only the resident mode writes partials
+    if cfg.dq_block_n != 64:  # the dK/dV pass's descriptors load 64-row K/V halves
+        desc_k = _descriptor(key, key.shape[0], cfg.dq_block_n)
+        desc_v = _descriptor(value, value.shape[0], cfg.dq_block_n)
     jfa_bwd_dq_kernel[(n_prog,)](
         desc_q, desc_do, desc_k, desc_v, desc_part, dq_arg, acc_arg, lse, delta, q_off, key_offset, entries,
         n_entries, scale, win, B, hq, hq // hkv, q_len, num_mb, total_out, cpp,
