@@ -1,0 +1,118 @@
+"""Issue 5's performance goals, run by run, from recorded `tlx_hopper_bench` rows.
+
+    python -m benchmarks.tlx_goal_plot "run 8=docs/kernels/tlx_hopper_run8/bench_full.jsonl" \\
+        "run 11=docs/kernels/tlx_hopper_run11/bench.jsonl" --out docs/kernels/tlx_goals.png
+
+For each benchmark row and run: attainment = goal time / tlx time (1 or more: the goal is met), with
+the goal time from the baselines measured in that run:
+- PMA forward: max(varlen / 2, 1.25 x floor); PMA forward+backward: varlen / 2;
+- jagged self-attention forward and forward+backward: varlen / 1.5;
+- dense forward (rows with a tutorial time; "self B768 fill1.0" is the dense B768 H4 N1024 case):
+  tutorial / 0.95, i.e. at least 95 % of the tutorial's TFLOP/s.
+Prints a markdown table (one column per run) and plots one panel per pass, one line per goal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+PMA_FWD_SPEEDUP = 2.0
+PMA_FWDBWD_SPEEDUP = 2.0
+SELF_SPEEDUP = 1.5
+ROOFLINE_SLACK = 1.25
+DENSE_FRACTION = 0.95
+PASSES = ("fwd", "fwd+bwd")
+
+
+def attainment(row: dict) -> dict[tuple[str, str], float]:
+    """(goal name, pass) -> goal time / tlx time for one benchmark row (missing timings: no entry)."""
+    name, out = row["name"], {}
+    fwd, fwdbwd = row.get("tlx_fwd_ms"), row.get("tlx_fwdbwd_ms")
+    if name.startswith("PMA"):
+        if fwd:
+            goal = max(row["varlen_fwd_ms"] / PMA_FWD_SPEEDUP, ROOFLINE_SLACK * row["floor_fwd_ms"])
+            out[(name, "fwd")] = goal / fwd
+        if fwdbwd:
+            out[(name, "fwd+bwd")] = row["varlen_fwdbwd_ms"] / PMA_FWDBWD_SPEEDUP / fwdbwd
+    elif name.startswith("self"):
+        if fwd:
+            out[(name, "fwd")] = row["varlen_fwd_ms"] / SELF_SPEEDUP / fwd
+        if fwdbwd:
+            out[(name, "fwd+bwd")] = row["varlen_fwdbwd_ms"] / SELF_SPEEDUP / fwdbwd
+    if fwd and row.get("tutorial_fwd_ms"):
+        dense = "dense B768 H4 N1024" if name.startswith("self") else name
+        out[(f"{dense} vs tutorial", "fwd")] = row["tutorial_fwd_ms"] / DENSE_FRACTION / fwd
+    return out
+
+
+def read_run(spec: str) -> tuple[str, dict[tuple[str, str], float]]:
+    label, sep, path = spec.partition("=")
+    if not sep or not label:
+        raise SystemExit(f"run {spec!r}: expected LABEL=PATH")
+    try:
+        rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    except FileNotFoundError:
+        raise SystemExit(f"run {label!r}: no file {path!r}") from None
+    goals = {}
+    for row in rows:
+        if "error" not in row:
+            goals.update(attainment(row))
+    if not goals:
+        raise SystemExit(f"run {label!r}: {path} has no benchmark row with timings")
+    return label, goals
+
+
+def table(runs: list[tuple[str, dict]]) -> str:
+    keys = list(dict.fromkeys(k for _, goals in runs for k in goals))
+    lines = ["| goal | pass | " + " | ".join(label for label, _ in runs) + " |",
+             "|---|---|" + "--:|" * len(runs)]
+    for key in keys:
+        cells = [f"**{g[key]:.3f}**" if g.get(key, 0) >= 1 else (f"{g[key]:.3f}" if key in g else "-")
+                 for _, g in runs]
+        lines.append(f"| {key[0]} | {key[1]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(runs: list[tuple[str, dict]], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(k[0] for _, goals in runs for k in goals))
+    colors = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(names)}  # one colour per goal in both panels
+    fig, axes = plt.subplots(1, len(PASSES), figsize=(5 * len(PASSES) + 2.5, 4), sharey=True)
+    x = range(len(runs))
+    for ax, pass_ in zip(axes, PASSES):
+        for name in names:
+            key = (name, pass_)
+            if any(key in g for _, g in runs):
+                ax.plot([i for i in x if key in runs[i][1]], [g[key] for _, g in runs if key in g],
+                        marker="o", markersize=4, color=colors[name], label=name)
+        ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+        ax.set_xticks(list(x), [label for label, _ in runs], fontsize=8)
+        ax.set_title(f"{pass_}: goal time / tlx time (>= 1: goal met)", fontsize=9)
+        ax.grid(True, alpha=0.3)
+    handles = {h.get_label(): h for ax in axes for h in ax.get_lines() if not h.get_label().startswith("_")}
+    fig.legend(list(handles.values()), list(handles), loc="center right", fontsize=7)
+    fig.tight_layout(rect=(0, 0, 1 - 2.3 / (5 * len(PASSES) + 2.5), 1))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", metavar="LABEL=PATH", help="a run's tlx_hopper_bench records, in run order")
+    parser.add_argument("--out", type=Path, required=True, help="the plot (png)")
+    args = parser.parse_args(argv)
+    runs = [read_run(spec) for spec in args.runs]
+    plot(runs, args.out)
+    print(table(runs))
+    print(f"\nplot: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

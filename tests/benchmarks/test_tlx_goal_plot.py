@@ -1,0 +1,67 @@
+"""benchmarks.tlx_goal_plot: issue 5's goal attainment from recorded benchmark rows."""
+
+import json
+
+import pytest
+
+from benchmarks.tlx_goal_plot import attainment, main, read_run
+
+PMA = {"name": "PMA q128 fill0.5", "floor_fwd_ms": 0.5, "varlen_fwd_ms": 1.0, "tlx_fwd_ms": 0.5,
+       "varlen_fwdbwd_ms": 4.0, "tlx_fwdbwd_ms": 2.5}
+SELF = {"name": "self B768 fill1.0", "floor_fwd_ms": 0.1, "varlen_fwd_ms": 3.0, "tlx_fwd_ms": 2.0,
+        "varlen_fwdbwd_ms": 6.0, "tlx_fwdbwd_ms": 5.0, "tutorial_fwd_ms": 1.9}
+DENSE = {"name": "dense B4 H32 N4096", "floor_fwd_ms": 0.1, "varlen_fwd_ms": 3.0, "tlx_fwd_ms": 2.0,
+         "tutorial_fwd_ms": 1.8}
+
+
+def test_pma_forward_goal_is_the_larger_of_half_varlen_and_the_padded_floor():
+    got = attainment(PMA)
+    assert got[("PMA q128 fill0.5", "fwd")] == pytest.approx(1.25 * 0.5 / 0.5)  # floor wins: 0.625 > 0.5
+    assert got[("PMA q128 fill0.5", "fwd+bwd")] == pytest.approx(4.0 / 2 / 2.5)
+    assert attainment(dict(PMA, floor_fwd_ms=0.1))[("PMA q128 fill0.5", "fwd")] == pytest.approx(0.5 / 0.5)
+
+
+def test_self_rows_need_1_5x_and_the_full_row_is_the_dense_b768_case():
+    got = attainment(SELF)
+    assert got[("self B768 fill1.0", "fwd")] == pytest.approx(3.0 / 1.5 / 2.0)
+    assert got[("self B768 fill1.0", "fwd+bwd")] == pytest.approx(6.0 / 1.5 / 5.0)
+    assert got[("dense B768 H4 N1024 vs tutorial", "fwd")] == pytest.approx(1.9 / 0.95 / 2.0)
+
+
+def test_dense_row_has_only_its_tutorial_goal():
+    assert attainment(DENSE) == {("dense B4 H32 N4096 vs tutorial", "fwd"): pytest.approx(1.8 / 0.95 / 2.0)}
+
+
+def test_rows_without_a_pass_give_no_entry_for_it():
+    assert ("PMA q128 fill0.5", "fwd+bwd") not in attainment({k: v for k, v in PMA.items() if "fwdbwd" not in k})
+
+
+def test_table_and_plot_from_recorded_runs(tmp_path, capsys):
+    runs = []
+    for i, scale in enumerate((1.2, 0.9)):  # run 2 is faster: every tlx time x 0.9
+        path = tmp_path / f"run{i}.jsonl"
+        rows = [{k: (v * scale if k.startswith("tlx") else v) for k, v in r.items()} for r in (PMA, SELF, DENSE)]
+        rows.append({"name": "PMA q192 fill0.1", "error": "RuntimeError: out of memory"})
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        runs.append(f"run {i + 1}={path}")
+    out = tmp_path / "goals.png"
+    assert main([*runs, "--out", str(out)]) == 0
+    assert out.stat().st_size > 0
+    text = capsys.readouterr().out
+    assert "| goal | pass | run 1 | run 2 |" in text
+    # PMA forward: 1.25 / 1.2 = 1.042 (met, bold) then 1.25 / 0.9 = 1.389
+    assert "| PMA q128 fill0.5 | fwd | **1.042** | **1.389** |" in text
+    # dense B4 H32: 0.947 / 1.2 = 0.789 (not met) then 0.947 / 0.9 = 1.053 (met)
+    assert "| dense B4 H32 N4096 vs tutorial | fwd | 0.789 | **1.053** |" in text
+    assert "PMA q192 fill0.1" not in text  # a row that errored has no timings
+
+
+def test_bad_run_specs_name_the_problem(tmp_path):
+    with pytest.raises(SystemExit, match="expected LABEL=PATH"):
+        read_run(str(tmp_path / "run.jsonl"))
+    with pytest.raises(SystemExit, match="run 'r': no file"):
+        read_run(f"r={tmp_path / 'missing.jsonl'}")
+    empty = tmp_path / "errors.jsonl"
+    empty.write_text(json.dumps({"name": "PMA q192 fill0.1", "error": "boom"}) + "\n")
+    with pytest.raises(SystemExit, match="no benchmark row with timings"):
+        read_run(f"r={empty}")
