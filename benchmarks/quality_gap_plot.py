@@ -2,7 +2,9 @@
 
 The long GPU runs keep only their metrics.jsonl (docs/quality_runs/), not a Hydra run directory, so
 `gem.report` cannot read them; this plots them instead, one line per group (mean over its seeds,
-a band of ± one sample std), and prints the final evals as a markdown table:
+a band of ± one sample std), and prints the final evals as a markdown table. A run whose records
+do not close with a summary (still going, preempted and not resumed, failed) is counted at its last
+eval and marked "unfinished" in the seeds column, with a warning:
 
     python -m benchmarks.quality_gap_plot \\
         "batch 1024, sparse lr 0.05=1024=docs/quality_runs/gpu_b1024_cosine_10k_s*.jsonl" \\
@@ -14,10 +16,11 @@ from __future__ import annotations
 
 import argparse
 import glob
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from gem.report import bayes_gap, evals_by_step, fmt_mean_std, mean_std, read_records
+from gem.report import bayes_gap, evals_by_step, final_summary, fmt_mean_std, mean_std, read_records
 
 TASKS = ("click", "conversion")
 
@@ -27,6 +30,7 @@ class Group:
     label: str
     batch_size: int
     evals: list[list[dict]]  # per seed, its eval records in step order
+    unfinished: list[str]    # the seeds' files without a closing summary (still running, preempted, failed)
 
     def gaps(self, task: str) -> dict[int, list[float]]:
         """Examples seen -> the seeds' percent gaps to the Bayes NE at that eval."""
@@ -46,13 +50,16 @@ def parse_group(spec: str) -> Group:
     files = sorted(glob.glob(pattern))
     if not files:
         raise SystemExit(f"group {label!r}: no file matches {pattern!r}")
-    evals = []
+    evals, unfinished = [], []
     for path in files:
-        seed_evals = [r for r in evals_by_step(read_records(Path(path))) if "bayes_ne" in r]
+        records = read_records(Path(path))
+        seed_evals = [r for r in evals_by_step(records) if "bayes_ne" in r]
         if not seed_evals:
             raise SystemExit(f"{path}: no eval record with a Bayes NE (a synthetic run's metrics.jsonl?)")
         evals.append(seed_evals)
-    return Group(label, batch_size, evals)
+        if final_summary(records) is None:
+            unfinished.append(path)
+    return Group(label, batch_size, evals, unfinished)
 
 
 def table(groups: list[Group]) -> str:
@@ -68,7 +75,8 @@ def table(groups: list[Group]) -> str:
         auc = fmt_mean_std(*mean_std([r["auc"]["click"] for r in final]))
         cal = fmt_mean_std(*mean_std([r["calibration"]["click"] for r in final]), 3)
         examples = {r["step"] * g.batch_size for r in final}
-        lines.append(f"| {g.label} | {len(final)} | {'/'.join(f'{n / 1e6:.2f}M' for n in sorted(examples))} | "
+        seeds = f"{len(final)} ({len(g.unfinished)} unfinished)" if g.unfinished else str(len(final))
+        lines.append(f"| {g.label} | {seeds} | {'/'.join(f'{n / 1e6:.2f}M' for n in sorted(examples))} | "
                      + " | ".join(cells) + f" | {auc} | {cal} |")
     return "\n".join(lines)
 
@@ -115,6 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="the plot (png)")
     args = parser.parse_args(argv)
     groups = [parse_group(spec) for spec in args.groups]
+    for g in groups:
+        for path in g.unfinished:  # its last eval is where it stopped, not where it was going
+            print(f"warning: {g.label}: {path} has no closing summary (unfinished, preempted or failed)",
+                  file=sys.stderr)
     plot(groups, args.out)
     print(table(groups))
     print(f"\nplot: {args.out}")

@@ -78,6 +78,13 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def final_summary(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The run's closing summary, or None while it is unfinished (or failed). A preempted run writes
+    a summary too, at its stop; it is final only once a resume has finished the run."""
+    summaries = [r for r in records if r.get("split") == "summary"]
+    return summaries[-1] if summaries and not summaries[-1].get("preempted") else None
+
+
 def evals_by_step(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A run's eval records in step order, one per step. metrics.jsonl appends, so a run resumed from
     a checkpoint older than its last eval repeats that eval; the later record is the resumed run's."""
@@ -95,10 +102,8 @@ def load_run(job: Path) -> Run:
     seed = " ".join(seeds) or f"trainer.seed={(config.get('trainer') or {}).get('seed', '?')}"
     records = read_records(job / "metrics.jsonl")
     evals = evals_by_step(records)
-    summaries = [r for r in records if r.get("split") == "summary"]
-    # a preempted run writes a summary too, at its stop; it is final only once a resume finished it
-    final = summaries[-1] if summaries and not summaries[-1].get("preempted") else None
-    return Run(job, str(dataset), tuple(o for o in overrides if not _is_seed(o)), seed, evals, final)
+    return Run(job, str(dataset), tuple(o for o in overrides if not _is_seed(o)), seed, evals,
+               final_summary(records))
 
 
 def find_runs(roots: list[Path]) -> list[Run]:

@@ -10,13 +10,16 @@ import pytest
 from benchmarks.quality_gap_plot import main, parse_group
 
 
-def write_run(path: Path, click: list[float], conversion: list[float]) -> None:
+def write_run(path: Path, click: list[float], conversion: list[float], preempted: bool | None = False) -> None:
+    """A run's records; it closes with a summary line (preempted: None writes none, a run still going)."""
     rows = [{"step": 0, "split": "sharding"}]
     for i, (a, b) in enumerate(zip(click, conversion), start=1):
         rows.append({"step": 10 * i, "split": "train", "loss": 0.5})
         rows.append({"step": 10 * i, "split": "eval", "ne": {"click": a, "conversion": b},
                      "auc": {"click": 0.9, "conversion": 0.95}, "calibration": {"click": 1.0, "conversion": 1.0},
                      "bayes_ne": {"click": 0.5, "conversion": 0.4}})
+    if preempted is not None:
+        rows.append({"step": 10 * len(click), "split": "summary", "preempted": preempted})
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
 
 
@@ -46,6 +49,21 @@ def test_a_resumed_run_counts_its_repeated_eval_once(tmp_path: Path) -> None:
     group = parse_group(f"mine=64={tmp_path}/run_s*.jsonl")
     assert [len(seed) for seed in group.evals] == [2, 2]
     assert group.gaps("click") == {640: pytest.approx([10.0, 14.0]), 1280: pytest.approx([2.0, 3.0])}
+
+
+def test_unfinished_runs_are_marked_in_the_table_and_warned_about(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    """A run without a closing summary (still going, or preempted and not resumed) is reported at
+    its last eval, which is not where it was going: the seeds cell and a warning say so."""
+    write_run(tmp_path / "run_s0.jsonl", [0.55, 0.51], [0.48, 0.404])
+    write_run(tmp_path / "run_s1.jsonl", [0.56, 0.515], [0.50, 0.412], preempted=True)
+    write_run(tmp_path / "run_s2.jsonl", [0.56, 0.515], [0.50, 0.412], preempted=None)
+    group = parse_group(f"mine=64={tmp_path}/run_s*.jsonl")
+    assert group.unfinished == [str(tmp_path / "run_s1.jsonl"), str(tmp_path / "run_s2.jsonl")]
+    assert main([f"mine=64={tmp_path}/run_s*.jsonl", "--out", str(tmp_path / "gap.png")]) == 0
+    out, err = capsys.readouterr()
+    assert next(line for line in out.splitlines() if line.startswith("| mine")).startswith("| mine | 3 (2 unfinished) |")
+    assert err.count("has no closing summary") == 2 and "run_s1.jsonl" in err and "run_s0.jsonl" not in err
 
 
 def test_errors_name_the_group_and_the_rule(tmp_path: Path) -> None:
