@@ -54,7 +54,7 @@ def compile_fwd(cfg, d, dt, causal, window, bcast):
         "lse_ptr": "*fp32",
         "q_off": "*i32", "k_off": "*i32", "tile_entry": "*i32", "n_entries": "*i32",
         "sm_scale": "fp32", "window": "i32", "B": "i32", "H": "i32", "G": "i32", "q_len": "i32",
-        "NUM_MB": "i32", "total_out": "i32", "ctas_per_pair": "i32",
+        "NUM_MB": "i32", "total_out": "i32", "ctas_per_pair": "i32", "tile_window": "i32",
     }
     const = dict(HEAD_DIM=d, BLOCK_N=cfg.block_n, NUM_GROUPS=cfg.num_groups,
                  NUM_BUF_Q=cfg.num_buf_q, NUM_BUF_KV=cfg.num_buf_kv,
@@ -114,7 +114,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128):
         fn = jfa_bwd_dkdv_kernel
         sig.update({"desc_dk": _tdesc(dt, 64, d), "desc_dv": _tdesc(dt, 64, d),
                     "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}"})
-        ints = ("window", "B", "HKV", "G", "q_len", "NUM_NB", "total_out")
+        ints = ("window", "B", "HKV", "G", "q_len", "NUM_NB", "total_out", "tile_window")
         const = dict(HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs,
                      CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast,
                      TMA_EPILOGUE=cfg.dkdv_tma_store)
@@ -123,7 +123,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128):
         sig["desc_k"] = sig["desc_v"] = _tdesc(dt, cfg.dq_block_n, d)
         sig["desc_part"] = _tdesc("fp32", 64, d) if bcast else _tdesc(dt, 64, d)
         sig.update({"dq_ptr": "*fp32" if bcast else f"*{dt}", "dq_acc_ptr": "*fp32"})
-        ints = ("window", "B", "H", "G", "q_len", "NUM_MB", "total_out", "ctas_per_pair")
+        ints = ("window", "B", "H", "G", "q_len", "NUM_MB", "total_out", "ctas_per_pair", "tile_window")
         const = dict(HEAD_DIM=d, BLOCK_N=cfg.dq_block_n, NUM_GROUPS=cfg.dq_groups,
                      NUM_BUF_KV=cfg.dq_buf_kv, CONSUMER_REGS=cfg.dq_regs, CAUSAL=causal,
                      HAS_WINDOW=window, BROADCAST_Q=bcast, RESIDENT=bcast)

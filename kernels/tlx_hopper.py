@@ -84,6 +84,9 @@ class FwdConfig:
     num_buf_kv: int
     consumer_regs: int
     tma_store_o: bool = False  # self/cross: full 64-row O slices leave by TMA store (else tl.store)
+    # generic tile order: windows of this many schedule entries, heads outer inside one
+    # (tlx_schedule's docstring); 1: heads of one entry adjacent, 0: one sequence's q-blocks
+    tile_window: int = 1
 
     @property
     def block_m(self) -> int:
@@ -107,6 +110,12 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int) -> FwdConfig:
     # self/cross: O by TMA store, staged in the Q slot it no longer needs (run 10: 3-7 % forward)
     return FwdConfig(num_groups=2, block_n=128, num_buf_q=2, num_buf_kv=3 if head_dim <= 64 else 2,
                      consumer_regs=232, tma_store_o=True)
+
+
+def _check_tile_window(cfg: FwdConfig | BwdConfig) -> None:
+    if not (isinstance(cfg.tile_window, int) and cfg.tile_window >= 0):
+        raise ValueError(f"tlx {type(cfg).__name__}: tile_window must be an int >= 0 (0: one sequence's "
+                         f"blocks), got {cfg.tile_window!r}")
 
 
 def _sm_scale(params, head_dim: int) -> float:
@@ -153,6 +162,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         lse.fill_(float("-inf"))
         return out, lse
     cfg = config or fwd_config(d, broadcast, q_len)
+    _check_tile_window(cfg)
     if cfg.tma_store_o and (broadcast or cfg.num_buf_q < 2):
         raise ValueError("tlx FwdConfig: tma_store_o needs self/cross attention (not broadcast_q) and "
                          "num_buf_q >= 2: O is staged in a group's Q slot while the next tile's Q "
@@ -178,7 +188,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         query_offset if query_offset is not None else key_offset, key_offset,
         tile_entry, n_entries,
         _sm_scale(params, d), 0 if window is None else int(window), B, hq, hq // hkv, q_len,
-        num_mb, total_out, ctas_per_pair,
+        num_mb, total_out, ctas_per_pair, cfg.tile_window or num_mb,
         HEAD_DIM=d, BLOCK_N=cfg.block_n, NUM_GROUPS=cfg.num_groups, NUM_BUF_Q=cfg.num_buf_q,
         NUM_BUF_KV=cfg.num_buf_kv, CONSUMER_REGS=cfg.consumer_regs, CAUSAL=bool(params.causal),
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
@@ -202,6 +212,7 @@ class BwdConfig:
     dkdv_buf_q: int = 2       # dk/dv pass: Q/dO step ring depth (KV tile = 128 rows, 2 consumers)
     dkdv_regs: int = 240
     dkdv_tma_store: bool = True  # dk/dv pass: full 64-row halves leave by TMA store (else tl.store)
+    tile_window: int = 1  # both passes, as FwdConfig.tile_window (0: one sequence's blocks)
 
     @property
     def dq_block_m(self) -> int:
@@ -241,6 +252,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     q_len = query.shape[0] if broadcast else 0
     n_sm = GRID_OVERRIDE or _num_sms(query.device.index or 0)
     cfg = config or bwd_config(d, broadcast, q_len, hq, n_sm)
+    _check_tile_window(cfg)
     total_out = B * q_len if broadcast else query.shape[0]
     dk = torch.empty_like(key)
     dv = torch.empty_like(value)
@@ -275,6 +287,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     jfa_bwd_dkdv_kernel[(n_sm,)](
         desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv, dk, dv, lse, delta, q_off, key_offset,
         entries, n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out,
+        cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
         num_warps=4, num_stages=1)
@@ -312,6 +325,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     jfa_bwd_dq_kernel[(n_prog,)](
         desc_q, desc_do, desc_k, desc_v, desc_part, dq_arg, acc_arg, lse, delta, q_off, key_offset, entries,
         n_entries, scale, win, B, hq, hq // hkv, q_len, num_mb, total_out, cpp,
+        cfg.tile_window or num_mb,
         HEAD_DIM=d, BLOCK_N=cfg.dq_block_n, NUM_GROUPS=cfg.dq_groups, NUM_BUF_KV=cfg.dq_buf_kv,
         CONSUMER_REGS=cfg.dq_regs, CAUSAL=causal, HAS_WINDOW=window is not None,
         BROADCAST_Q=broadcast, RESIDENT=resident, num_warps=4, num_stages=1)

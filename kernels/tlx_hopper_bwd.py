@@ -104,7 +104,7 @@ def jfa_bwd_dkdv_kernel(
     desc_q, desc_do, desc_k, desc_v,   # TMA: q [rows_q, Hq*D], do [total_out, Hq*D], k/v [total_kv, Hkv*D]
     desc_dk, desc_dv,                  # TMA stores of dK/dV [total_kv, Hkv*D] (TMA_EPILOGUE)
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, q_off, k_off, tile_entry, n_entries,
-    sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out,
+    sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out, tile_window,
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     TMA_EPILOGUE: tl.constexpr,
@@ -140,7 +140,7 @@ def jfa_bwd_dkdv_kernel(
             cnt_q = 0
             for it in range(0, n_iter):
                 valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB,
-                                           1, False)
+                                           1, tile_window, False)
                 if valid:
                     q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
                                                                        BROADCAST_Q)
@@ -181,7 +181,7 @@ def jfa_bwd_dkdv_kernel(
             held_slot = -1
             for it in range(0, n_iter):
                 valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB,
-                                           1, False)
+                                           1, tile_window, False)
                 if valid:
                     q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
                                                                        BROADCAST_Q)
@@ -248,7 +248,7 @@ def jfa_bwd_dkdv_kernel(
 def jfa_bwd_dq_kernel(
     desc_q, desc_do, desc_k, desc_v, desc_part,  # desc_part: the fp32 partials [n_prog * BLOCK_M, D] (resident)
     dq_ptr, dq_acc_ptr, lse_ptr, delta_ptr, q_off, k_off, tile_entry, n_entries,
-    sm_scale, window, B, H, G, q_len, NUM_MB, total_out, ctas_per_pair,
+    sm_scale, window, B, H, G, q_len, NUM_MB, total_out, ctas_per_pair, tile_window,
     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, NUM_GROUPS: tl.constexpr,
     NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr, CAUSAL: tl.constexpr,
     HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr,
@@ -286,7 +286,7 @@ def jfa_bwd_dq_kernel(
             cnt_q = 0
             for it in range(0, n_iter):
                 valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                          ctas_per_pair, RESIDENT)
+                                          ctas_per_pair, tile_window, RESIDENT)
                 if valid:
                     q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
                                                                        BROADCAST_Q)
@@ -327,7 +327,7 @@ def jfa_bwd_dq_kernel(
             dq = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=tl.float32)
             for it in range(0, n_iter):
                 valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                          ctas_per_pair, RESIDENT)
+                                          ctas_per_pair, tile_window, RESIDENT)
                 if valid:
                     q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
                                                                        BROADCAST_Q)

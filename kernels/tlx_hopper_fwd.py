@@ -115,7 +115,7 @@ def jfa_fwd_kernel(
     out_ptr, lse_ptr,                # out [total_out, Hq, D]; lse fp32 [Hq, total_out]
     q_off, k_off,                    # [B+1] (q_off unused with BROADCAST_Q)
     tile_entry, n_entries,           # schedule (tlx_schedule.build_schedule)
-    sm_scale, window, B, H, G, q_len, NUM_MB, total_out, ctas_per_pair,
+    sm_scale, window, B, H, G, q_len, NUM_MB, total_out, ctas_per_pair, tile_window,
     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, NUM_GROUPS: tl.constexpr,
     NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
@@ -156,13 +156,14 @@ def jfa_fwd_kernel(
             # tile info is prefetched: tile it+1's entry one iteration ahead, its bounds at the
             # start of tile it, so no global-load latency sits at a tile boundary
             valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                      ctas_per_pair, RESIDENT)
+                                      ctas_per_pair, tile_window, RESIDENT)
             q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
             n_valid, n_b, n_h, n_mb = tile_at(1, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                              ctas_per_pair, RESIDENT)
+                                              ctas_per_pair, tile_window, RESIDENT)
             for it in range(0, n_iter):
                 nn_valid, nn_b, nn_h, nn_mb = tile_at(it + 2, pid, n_prog, tile_entry, n_tiles, B,
-                                                      H, NUM_MB, ctas_per_pair, RESIDENT)
+                                                      H, NUM_MB, ctas_per_pair, tile_window,
+                                                      RESIDENT)
                 n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(
                     n_b, q_off, k_off, q_len, BROADCAST_Q)
                 if valid:
@@ -210,13 +211,14 @@ def jfa_fwd_kernel(
             if cid == NUM_GROUPS - 1:
                 tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # group 0 issues first
             valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                      ctas_per_pair, RESIDENT)
+                                      ctas_per_pair, tile_window, RESIDENT)
             q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
             n_valid, n_b, n_h, n_mb = tile_at(1, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                              ctas_per_pair, RESIDENT)
+                                              ctas_per_pair, tile_window, RESIDENT)
             for it in range(0, n_iter):
                 nn_valid, nn_b, nn_h, nn_mb = tile_at(it + 2, pid, n_prog, tile_entry, n_tiles, B,
-                                                      H, NUM_MB, ctas_per_pair, RESIDENT)
+                                                      H, NUM_MB, ctas_per_pair, tile_window,
+                                                      RESIDENT)
                 n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(
                     n_b, q_off, k_off, q_len, BROADCAST_Q)
                 if valid:

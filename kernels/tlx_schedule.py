@@ -23,9 +23,14 @@ each a prefix sum over the entries, instead of a sorting network over all of the
 it are not written).
 
 Two ways to deal the sorted tiles over the persistent CTAs (`tile_at`):
-- generic: tile t = (entry t // H, head t % H), dealt zigzag: iteration k of CTA p takes
-  t = k*P + (p if k even else P-1-p). Heads of one entry are neighbours in time, so the GQA heads
-  sharing a KV head read it from L2.
+- generic: the sorted entries are cut into windows of `tile_window` consecutive entries; inside a
+  window the tiles go head by head (t -> head, then entry), and they are dealt zigzag: iteration k
+  of CTA p takes t = k*P + (p if k even else P-1-p). Window 1: tile t = (entry t // H, head t % H),
+  the heads of one entry neighbours in time (GQA heads sharing a KV head read it from L2). A window
+  of one sequence's blocks (NUM_MB; the launchers' `tile_window=0`) makes the tiles running at the
+  same time the q-blocks of a few (batch, head) pairs that share their K/V, the order of the
+  tutorial's dense kernel, where with many heads window 1 spreads the CTAs over more (batch, head)
+  pairs' K/V than L2 holds (B4 H32 N4096: 32 heads x 2 MB).
 - resident (broadcast_q, H*NUM_MB <= #CTAs): CTA p owns one (head, q-block) pair for the whole
   launch and walks that q-block's batches heaviest first, zigzag over the CTAs of its pair, so the
   Q tile is loaded once and stays in shared memory.
@@ -122,9 +127,10 @@ def seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q: tl.constexpr):
 
 
 @triton.jit
-def tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair,
+def tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair, tile_window,
             RESIDENT: tl.constexpr):
-    """(valid, b, h, mb) of the it-th tile of CTA pid (see the module docstring)."""
+    """(valid, b, h, mb) of the it-th tile of CTA pid (see the module docstring); tile_window >= 1
+    (generic order only)."""
     if RESIDENT:
         pair = pid // ctas_per_pair
         r = pid % ctas_per_pair
@@ -137,8 +143,11 @@ def tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair,
     else:
         t = it * n_prog + tl.where(it % 2 == 0, pid, n_prog - 1 - pid)
         valid = t < n_tiles
-        e = tl.load(tile_entry + t // H, mask=valid, other=0)
-        h = t % H
+        first = t // (tile_window * H) * tile_window  # first entry of t's window
+        width = tl.maximum(tl.minimum(tile_window, n_tiles // H - first), 1)  # the last one is short
+        local = t - first * H
+        h = local // width
+        e = tl.load(tile_entry + first + local % width, mask=valid, other=0)
         b = e // NUM_MB
         mb = e % NUM_MB
     return valid, b, h, mb

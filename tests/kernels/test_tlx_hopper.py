@@ -412,6 +412,23 @@ def test_forward_config_o_store_rule(mode, num_buf_q):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("tile_window", [-1, 2.0, None])
+def test_config_tile_window_rule(tile_window):
+    from kernels import tlx_hopper
+
+    case = Case("self", 4, 64, 64)
+    q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
+    params = _params(case, 0.1)
+    fwd_cfg = dataclasses.replace(tlx_hopper.fwd_config(case.d, False, 0), tile_window=tile_window)
+    with pytest.raises(ValueError, match=r"tlx FwdConfig: tile_window must be an int >= 0"):
+        tlx_hopper.forward(q, k, v, q_off, k_off, params, config=fwd_cfg)
+    out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params)
+    bwd_cfg = dataclasses.replace(tlx_hopper.BwdConfig(), tile_window=tile_window)
+    with pytest.raises(ValueError, match=r"tlx BwdConfig: tile_window must be an int >= 0"):
+        tlx_hopper.backward(torch.ones_like(out), q, k, v, out, lse, q_off, k_off, params, config=bwd_cfg)
+
+
+@pytest.mark.gpu
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", bwd_cases(), ids=lambda c: c.name)
 def test_backward(case):

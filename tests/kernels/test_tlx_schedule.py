@@ -35,7 +35,7 @@ needs_new_interpreter = pytest.mark.skipif(_OLD_INTERPRETER,
 
 @triton.jit
 def _probe_kernel(q_off, k_off, tile_entry, n_entries, rec, B, H, q_len, NUM_MB, window,
-                  ctas_per_pair, MAX_IT, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
+                  ctas_per_pair, tile_window, MAX_IT, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
                   BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr, BLOCK_M: tl.constexpr,
                   BLOCK_N: tl.constexpr):
     pid = tl.program_id(0)
@@ -44,7 +44,7 @@ def _probe_kernel(q_off, k_off, tile_entry, n_entries, rec, B, H, q_len, NUM_MB,
     n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
     for it in range(0, n_iter):
         valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                  ctas_per_pair, RESIDENT)
+                                  ctas_per_pair, tile_window, RESIDENT)
         if valid:
             q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
             m0 = mb * BLOCK_M
@@ -62,7 +62,10 @@ def _probe_kernel(q_off, k_off, tile_entry, n_entries, rec, B, H, q_len, NUM_MB,
             tl.store(base + 7, c)
 
 
-def _run(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n, n_prog, resident):
+def _run(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n, n_prog, resident,
+         tile_window=1):
+    """Every CTA's visited tiles in visiting order (rows: 1, b, h, mb, lo, nblk, a, c), the number
+    of q-blocks, and the schedule's entries; tile_window 0: one sequence's q-blocks, as the launchers."""
     B = len(k_lens)
     off = lambda ls: torch.tensor([0] + ls).cumsum(0).to(DEVICE, torch.int32)
     k_off = off(k_lens)
@@ -78,16 +81,18 @@ def _run(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n, n_pr
     max_it = B * H * num_mb + 1
     rec = torch.zeros(n_prog * max_it * 8, dtype=torch.int32, device=DEVICE)
     _probe_kernel[(n_prog,)](q_off if q_off is not None else k_off, k_off, entries, n_entries, rec,
-                             B, H, q_len, num_mb, 0 if window is None else window, cpp, max_it,
+                             B, H, q_len, num_mb, 0 if window is None else window, cpp,
+                             tile_window or num_mb, max_it,
                              CAUSAL=causal, HAS_WINDOW=window is not None, BROADCAST_Q=bcast,
                              RESIDENT=resident, BLOCK_M=block_m, BLOCK_N=block_n)
     rec = rec.view(-1, 8).cpu()
-    return rec[rec[:, 0] == 1].tolist(), num_mb
+    return rec[rec[:, 0] == 1].tolist(), num_mb, entries[:int(n_entries)].cpu().tolist()
 
 
-def _check(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n, n_prog, resident):
-    tiles, num_mb = _run(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n,
-                         n_prog, resident)
+def _check(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n, n_prog, resident,
+           tile_window=1):
+    tiles, num_mb, _ = _run(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n,
+                            n_prog, resident, tile_window)
     seen = {}
     for _, b, h, mb, lo, nblk, a, c in tiles:
         assert (b, h, mb) not in seen, f"tile {(b, h, mb)} visited twice"
@@ -121,12 +126,31 @@ def _check(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n, n_
 @needs_new_interpreter
 @pytest.mark.parametrize("causal,window", [(False, None), (True, None), (False, 37), (True, 5)])
 @pytest.mark.parametrize("n_prog", [1, 3, 7])
-def test_jagged_schedule(causal, window, n_prog):
+@pytest.mark.parametrize("tile_window", [1, 0, 2])  # 0: one sequence's q-blocks (3 here)
+def test_jagged_schedule(causal, window, n_prog, tile_window):
     g = torch.Generator().manual_seed(n_prog)
     k_lens = torch.randint(0, 300, (9,), generator=g).tolist()
     k_lens[0], k_lens[1] = 0, 300
     q_lens = list(k_lens) if not window else torch.randint(0, 260, (9,), generator=g).tolist()
-    _check(q_lens, k_lens, 2, False, 0, causal, window, 128, 128, n_prog, False)
+    _check(q_lens, k_lens, 2, False, 0, causal, window, 128, 128, n_prog, False, tile_window)
+
+
+@needs_new_interpreter
+@pytest.mark.parametrize("tile_window", [1, 3, 0])
+def test_tile_window_order(tile_window):
+    """One CTA walks the tiles in order t = 0, 1, ...: windows of `tile_window` consecutive entries
+    (the last one shorter), heads outer inside a window; window 1 = each entry's heads in a row."""
+    k_lens = [300, 0, 130, 200, 64, 1, 300]  # 19 entries: up to 5 q-blocks of 64 per sequence
+    H = 3
+    tiles, num_mb, entries = _run(k_lens, k_lens, H, False, 0, False, None, 64, 64, 1, False,
+                                  tile_window)
+    width = tile_window or num_mb
+    want = []
+    for first in range(0, len(entries), width):
+        window = entries[first:first + width]
+        want += [(e // num_mb, h, e % num_mb) for h in range(H) for e in window]
+    assert [(b, h, mb) for _, b, h, mb, *_ in tiles] == want
+    assert width == 1 or len(entries) % width != 0  # the case has a short last window
 
 
 @needs_new_interpreter
