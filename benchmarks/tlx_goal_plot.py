@@ -3,6 +3,8 @@
     python -m benchmarks.tlx_goal_plot "run 8=docs/kernels/tlx_hopper_run8/bench_full.jsonl" \\
         "run 11=docs/kernels/tlx_hopper_run11/bench.jsonl" --out docs/kernels/tlx_goals.png
 
+A run may list several record files (LABEL=PATH,PATH): rows repeated across them count by median.
+
 For each benchmark row and run: attainment = goal time / tlx time (1 or more: the goal is met), with
 the goal time from the baselines measured in that run:
 - PMA forward: max(varlen / 2, 1.25 x floor); PMA forward+backward: varlen / 2;
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from pathlib import Path
 
 PMA_FWD_SPEEDUP = 2.0
@@ -48,20 +51,24 @@ def attainment(row: dict) -> dict[tuple[str, str], float]:
 
 
 def read_run(spec: str) -> tuple[str, dict[tuple[str, str], float]]:
-    label, sep, path = spec.partition("=")
+    """LABEL=PATH[,PATH...]: one run's records; a goal measured more than once in the run (the
+    repeated default-config rows of A/B calls) gets the median of its attainments."""
+    label, sep, paths = spec.partition("=")
     if not sep or not label:
-        raise SystemExit(f"run {spec!r}: expected LABEL=PATH")
-    try:
-        rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    except FileNotFoundError:
-        raise SystemExit(f"run {label!r}: no file {path!r}") from None
-    goals = {}
-    for row in rows:
-        if "error" not in row:
-            goals.update(attainment(row))
-    if not goals:
-        raise SystemExit(f"run {label!r}: {path} has no benchmark row with timings")
-    return label, goals
+        raise SystemExit(f"run {spec!r}: expected LABEL=PATH[,PATH...]")
+    samples: dict[tuple[str, str], list[float]] = {}
+    for path in paths.split(","):
+        try:
+            rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+        except FileNotFoundError:
+            raise SystemExit(f"run {label!r}: no file {path!r}") from None
+        for row in rows:
+            if "error" not in row:
+                for key, value in attainment(row).items():
+                    samples.setdefault(key, []).append(value)
+    if not samples:
+        raise SystemExit(f"run {label!r}: {paths} has no benchmark row with timings")
+    return label, {key: statistics.median(values) for key, values in samples.items()}
 
 
 def table(runs: list[tuple[str, dict]]) -> str:
@@ -104,7 +111,8 @@ def plot(runs: list[tuple[str, dict]], out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs", nargs="+", metavar="LABEL=PATH", help="a run's tlx_hopper_bench records, in run order")
+    parser.add_argument("runs", nargs="+", metavar="LABEL=PATH[,PATH...]",
+                        help="a run's tlx_hopper_bench records, in run order")
     parser.add_argument("--out", type=Path, required=True, help="the plot (png)")
     args = parser.parse_args(argv)
     runs = [read_run(spec) for spec in args.runs]

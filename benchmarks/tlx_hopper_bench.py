@@ -143,7 +143,9 @@ def run_shape(sh, do_bwd, tut):
     row["tlx_fwd_ms"] = bench(fwd)
     alt = None
     if AB_OVERRIDES:  # A/B: the same forward with some FwdConfig fields changed
-        alt = dataclasses.replace(tlx_hopper.fwd_config(d, bcast, sh["q"] if bcast else 0), **AB_OVERRIDES)
+        tile_window = tlx_hopper.call_tile_window(k, params)
+        alt = dataclasses.replace(tlx_hopper.fwd_config(d, bcast, sh["q"] if bcast else 0, tile_window),
+                                  **AB_OVERRIDES)
         fwd_alt = lambda: tlx_hopper.forward(q, k, v, q_off, k_off, params, config=alt)
         out_alt, lse_alt = fwd_alt()
         row["ab_fwd_identical"] = bool(torch.equal(out_alt, out) and torch.equal(lse_alt, lse))
@@ -166,7 +168,8 @@ def run_shape(sh, do_bwd, tut):
         if AB_BWD_OVERRIDES:  # A/B: the same backward with some BwdConfig fields changed
             n_sm = torch.cuda.get_device_properties(q.device).multi_processor_count
             alt_bwd = dataclasses.replace(
-                tlx_hopper.bwd_config(d, bcast, sh["q"] if bcast else 0, H, n_sm), **AB_BWD_OVERRIDES)
+                tlx_hopper.bwd_config(d, bcast, sh["q"] if bcast else 0, H, n_sm,
+                                      tlx_hopper.call_tile_window(k, params)), **AB_BWD_OVERRIDES)
             o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
             grads = tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params)
             grads_alt = tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params, config=alt_bwd)

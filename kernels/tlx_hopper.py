@@ -47,6 +47,25 @@ def _num_sms(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
+@functools.lru_cache(maxsize=8)
+def _l2_bytes(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).L2_cache_size
+
+
+def tile_window_for(num_kv_heads: int, max_seq_len_kv: int, head_dim: int, itemsize: int,
+                    l2_bytes: int) -> int:
+    """The generic tile order's window (`FwdConfig.tile_window`) for a call.
+
+    With window 1 the CTAs running together hold every head of a few (batch, block) entries; once
+    one sequence's K and V over all KV heads outgrow L2, those head streams evict each other and
+    window 0 (one sequence's blocks, head by head: concurrent CTAs share a head's K/V) wins. Run 12
+    (H200, 50 MiB L2): dense B4 H32 N4096 (64 MiB) forward -7 %, forward+backward -3 %, outputs
+    bit-identical; self B768 H4 N1024 (2 MiB) forward within noise, forward+backward 1-4 % slower.
+    """
+    kv_bytes = 2 * num_kv_heads * max_seq_len_kv * head_dim * itemsize
+    return 0 if kv_bytes > l2_bytes else 1
+
+
 def supports(query, key, value, params) -> str | None:
     """None if this backend can run the call, else the reason (for `auto`'s log line)."""
     if not (query.is_cuda and key.is_cuda and value.is_cuda):
@@ -85,7 +104,8 @@ class FwdConfig:
     consumer_regs: int
     tma_store_o: bool = False  # self/cross: full 64-row O slices leave by TMA store (else tl.store)
     # generic tile order: windows of this many schedule entries, heads outer inside one
-    # (tlx_schedule's docstring); 1: heads of one entry adjacent, 0: one sequence's q-blocks
+    # (tlx_schedule's docstring); 1: heads of one entry adjacent, 0: one sequence's q-blocks;
+    # the launchers pick 0 or 1 by `tile_window_for`
     tile_window: int = 1
 
     @property
@@ -93,29 +113,39 @@ class FwdConfig:
         return 64 * self.num_groups
 
 
-def fwd_config(head_dim: int, broadcast_q: bool, q_len: int) -> FwdConfig:
-    """Tile shape for a call. q_len is the broadcast Q length (ignored otherwise).
+def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 1) -> FwdConfig:
+    """Tile shape for a call. q_len is the broadcast Q length (ignored otherwise); tile_window as
+    `tile_window_for` chose it.
 
     A 3-warpgroup tile (192 rows) fits PMA's q_len=192 exactly instead of wasting 64 of 256 rows;
     three consumers leave ~160 registers each, so it runs with 64-key blocks.
     """
     if broadcast_q and 128 < q_len <= 192:
-        return FwdConfig(num_groups=3, block_n=64, num_buf_q=1, num_buf_kv=3, consumer_regs=160)
+        return FwdConfig(num_groups=3, block_n=64, num_buf_q=1, num_buf_kv=3, consumer_regs=160,
+                         tile_window=tile_window)
     if broadcast_q and head_dim > 64:
         # PMA is memory-bound: 64-key stages keep more K/V bytes in flight than 128-key ones; five
         # (213 KB of smem) beat four by 4.6 % at fill 0.9 and lose ~1 % at fill 0.5 (run 11)
-        return FwdConfig(num_groups=2, block_n=64, num_buf_q=1, num_buf_kv=5, consumer_regs=232)
+        return FwdConfig(num_groups=2, block_n=64, num_buf_q=1, num_buf_kv=5, consumer_regs=232,
+                         tile_window=tile_window)
     if broadcast_q:
-        return FwdConfig(num_groups=2, block_n=128, num_buf_q=1, num_buf_kv=3, consumer_regs=232)
+        return FwdConfig(num_groups=2, block_n=128, num_buf_q=1, num_buf_kv=3, consumer_regs=232,
+                         tile_window=tile_window)
     # self/cross: O by TMA store, staged in the Q slot it no longer needs (run 10: 3-7 % forward)
     return FwdConfig(num_groups=2, block_n=128, num_buf_q=2, num_buf_kv=3 if head_dim <= 64 else 2,
-                     consumer_regs=232, tma_store_o=True)
+                     consumer_regs=232, tma_store_o=True, tile_window=tile_window)
 
 
 def _check_tile_window(cfg: FwdConfig | BwdConfig) -> None:
     if not (isinstance(cfg.tile_window, int) and cfg.tile_window >= 0):
         raise ValueError(f"tlx {type(cfg).__name__}: tile_window must be an int >= 0 (0: one sequence's "
                          f"blocks), got {cfg.tile_window!r}")
+
+
+def call_tile_window(key: torch.Tensor, params) -> int:
+    """`tile_window_for` of a call (the launchers' default; benchmarks A/B against it)."""
+    return tile_window_for(key.shape[1], int(params.max_seq_len_kv), key.shape[2], key.element_size(),
+                           _l2_bytes(key.device.index or 0))
 
 
 def _sm_scale(params, head_dim: int) -> float:
@@ -161,7 +191,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         out.zero_()
         lse.fill_(float("-inf"))
         return out, lse
-    cfg = config or fwd_config(d, broadcast, q_len)
+    cfg = config or fwd_config(d, broadcast, q_len, call_tile_window(key, params))
     _check_tile_window(cfg)
     if cfg.tma_store_o and (broadcast or cfg.num_buf_q < 2):
         raise ValueError("tlx FwdConfig: tma_store_o needs self/cross attention (not broadcast_q) and "
@@ -219,14 +249,16 @@ class BwdConfig:
         return 64 * self.dq_groups
 
 
-def bwd_config(head_dim: int, broadcast_q: bool, q_len: int, num_heads: int, num_sms: int) -> BwdConfig:
-    """A 3-warpgroup dq tile (BLOCK_M=192) fits PMA's q_len=192 exactly instead of computing 64
-    padding rows of a second 128-row q-block; three consumers leave ~160 registers each, as in the
-    forward. It needs the resident mode (one q-block per head, num_heads <= SMs): its TMA-store
-    epilogue is what frees the shared memory, the atomics of the other mode would not fit."""
+def bwd_config(head_dim: int, broadcast_q: bool, q_len: int, num_heads: int, num_sms: int,
+               tile_window: int = 1) -> BwdConfig:
+    """tile_window as `tile_window_for` chose it (both passes). A 3-warpgroup dq tile (BLOCK_M=192)
+    fits PMA's q_len=192 exactly instead of computing 64 padding rows of a second 128-row q-block;
+    three consumers leave ~160 registers each, as in the forward. It needs the resident mode (one
+    q-block per head, num_heads <= SMs): its TMA-store epilogue is what frees the shared memory, the
+    atomics of the other mode would not fit."""
     if broadcast_q and 128 < q_len <= 192 and num_heads <= num_sms:
-        return BwdConfig(dq_groups=3, dq_regs=160)
-    return BwdConfig()
+        return BwdConfig(dq_groups=3, dq_regs=160, tile_window=tile_window)
+    return BwdConfig(tile_window=tile_window)
 
 
 DKDV_BLOCK_N = 128  # KV rows per dk/dv tile
@@ -251,7 +283,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     broadcast = bool(params.broadcast_q)
     q_len = query.shape[0] if broadcast else 0
     n_sm = GRID_OVERRIDE or _num_sms(query.device.index or 0)
-    cfg = config or bwd_config(d, broadcast, q_len, hq, n_sm)
+    cfg = config or bwd_config(d, broadcast, q_len, hq, n_sm, call_tile_window(key, params))
     _check_tile_window(cfg)
     total_out = B * q_len if broadcast else query.shape[0]
     dk = torch.empty_like(key)

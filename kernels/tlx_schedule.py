@@ -30,7 +30,8 @@ Two ways to deal the sorted tiles over the persistent CTAs (`tile_at`):
   of one sequence's blocks (NUM_MB; the launchers' `tile_window=0`) makes the tiles running at the
   same time the q-blocks of a few (batch, head) pairs that share their K/V, the order of the
   tutorial's dense kernel, where with many heads window 1 spreads the CTAs over more (batch, head)
-  pairs' K/V than L2 holds (B4 H32 N4096: 32 heads x 2 MB).
+  pairs' K/V than L2 holds (B4 H32 N4096: 32 heads x 2 MB). The launchers take window 0 exactly
+  then (`tlx_hopper.tile_window_for`).
 - resident (broadcast_q, H*NUM_MB <= #CTAs): CTA p owns one (head, q-block) pair for the whole
   launch and walks that q-block's batches heaviest first, zigzag over the CTAs of its pair, so the
   Q tile is loaded once and stays in shared memory.

@@ -57,7 +57,7 @@ def test_table_and_plot_from_recorded_runs(tmp_path, capsys):
 
 
 def test_bad_run_specs_name_the_problem(tmp_path):
-    with pytest.raises(SystemExit, match="expected LABEL=PATH"):
+    with pytest.raises(SystemExit, match=r"expected LABEL=PATH\[,PATH...\]"):
         read_run(str(tmp_path / "run.jsonl"))
     with pytest.raises(SystemExit, match="run 'r': no file"):
         read_run(f"r={tmp_path / 'missing.jsonl'}")
@@ -65,3 +65,19 @@ def test_bad_run_specs_name_the_problem(tmp_path):
     empty.write_text(json.dumps({"name": "PMA q192 fill0.1", "error": "boom"}) + "\n")
     with pytest.raises(SystemExit, match="no benchmark row with timings"):
         read_run(f"r={empty}")
+
+
+def test_a_run_of_several_files_takes_the_median_of_repeated_rows(tmp_path):
+    paths = []
+    for i, tlx_fwd in enumerate((0.4, 0.5, 1.0)):  # three samples of one row; the median is 0.5
+        path = tmp_path / f"ab{i}.jsonl"
+        path.write_text(json.dumps(dict(PMA, tlx_fwd_ms=tlx_fwd)) + "\n")
+        paths.append(str(path))
+    dense = tmp_path / "dense.jsonl"
+    dense.write_text(json.dumps(DENSE) + "\n")
+    label, goals = read_run("run 12=" + ",".join([*paths, str(dense)]))
+    assert label == "run 12"
+    assert goals[("PMA q128 fill0.5", "fwd")] == pytest.approx(0.625 / 0.5)
+    assert goals[("dense B4 H32 N4096 vs tutorial", "fwd")] == pytest.approx(1.8 / 0.95 / 2.0)
+    with pytest.raises(SystemExit, match="run 'r': no file"):
+        read_run(f"r={paths[0]},{tmp_path / 'missing.jsonl'}")

@@ -1,0 +1,36 @@
+"""The TLX Hopper launchers' configuration choices (pure Python, runs on CPU)."""
+
+import pytest
+
+from kernels.tlx_hopper import bwd_config, fwd_config, tile_window_for
+
+H200_L2 = 50 * 2**20
+
+
+@pytest.mark.parametrize(
+    "heads,max_kv,head_dim,itemsize,window",
+    [
+        (32, 4096, 128, 2, 0),  # dense B4 H32 N4096: 64 MiB of K/V per sequence (run 12: window 0 faster)
+        (4, 1024, 128, 2, 1),   # self / dense B768 H4 N1024: 2 MiB (window 0 slower in fwd+bwd)
+        (3, 1000, 128, 2, 1),   # PMA q192
+        (32, 4096, 64, 2, 1),   # 32 MiB fits
+        (8, 16384, 128, 2, 0),  # long sequences, few heads: 64 MiB
+    ],
+)
+def test_tile_window_follows_kv_bytes_against_l2(heads, max_kv, head_dim, itemsize, window):
+    assert tile_window_for(heads, max_kv, head_dim, itemsize, H200_L2) == window
+
+
+def test_tile_window_boundary_is_strict():
+    # exactly one L2 of K/V still fits (window 1); one more key does not
+    assert tile_window_for(1, 100, 64, 2, 2 * 100 * 64 * 2) == 1
+    assert tile_window_for(1, 101, 64, 2, 2 * 100 * 64 * 2) == 0
+
+
+@pytest.mark.parametrize("broadcast_q,q_len", [(False, 0), (True, 192), (True, 128)])
+@pytest.mark.parametrize("window", [0, 1])
+def test_configs_carry_the_chosen_window(broadcast_q, q_len, window):
+    assert fwd_config(128, broadcast_q, q_len, window).tile_window == window
+    assert bwd_config(128, broadcast_q, q_len, 4, 132, window).tile_window == window
+    # the tile shapes themselves do not depend on it
+    assert fwd_config(128, broadcast_q, q_len, window).block_m == fwd_config(128, broadcast_q, q_len).block_m
