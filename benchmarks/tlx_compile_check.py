@@ -30,7 +30,11 @@ def _tdesc(dt, rows, cols):
     return f"tensordesc<{dt}[{rows},{cols}]>"
 
 
-def fwd_variants():
+def fwd_variants(overrides: dict | None = None):
+    """The forward's kernel variants, each with `fwd_config`'s choice (FwdConfig fields replaced by
+    `overrides`, as `--fwd-config` gives them)."""
+    import dataclasses
+
     from kernels.tlx_hopper import fwd_config
 
     for d, dt, causal, window, bcast, q_len in itertools.product(
@@ -39,7 +43,9 @@ def fwd_variants():
             continue
         if dt == "fp16" and (causal or window):
             continue  # dtype does not change control flow; keep the list short
-        cfg = fwd_config(d, bcast, q_len)
+        cfg = dataclasses.replace(fwd_config(d, bcast, q_len), **(overrides or {}))
+        if bcast:  # self/cross-only fields: the launcher refuses them with broadcast_q
+            cfg = dataclasses.replace(cfg, tma_store_o=False, half_kv_tail=False, skip_idle_groups=False)
         name = (f"fwd d{d} {dt} causal={int(causal)} window={int(window)} bcast={int(bcast)}"
                 f" q{q_len if bcast else '-'} G{cfg.num_groups} BN{cfg.block_n}")
         yield name, cfg, d, dt, causal, window, bcast
@@ -59,7 +65,8 @@ def compile_fwd(cfg, d, dt, causal, window, bcast):
     const = dict(HEAD_DIM=d, BLOCK_N=cfg.block_n, NUM_GROUPS=cfg.num_groups,
                  NUM_BUF_Q=cfg.num_buf_q, NUM_BUF_KV=cfg.num_buf_kv,
                  CONSUMER_REGS=cfg.consumer_regs, CAUSAL=causal, HAS_WINDOW=window,
-                 BROADCAST_Q=bcast, RESIDENT=bcast, TMA_STORE_O=cfg.tma_store_o)
+                 BROADCAST_Q=bcast, RESIDENT=bcast, TMA_STORE_O=cfg.tma_store_o,
+                 HALF_KV_TAIL=cfg.half_kv_tail, SKIP_IDLE_GROUPS=cfg.skip_idle_groups)
     for k in const:
         sig[k] = "constexpr"
     src = triton.compiler.ASTSource(fn=jfa_fwd_kernel, signature=sig, constexprs=const,
@@ -103,11 +110,13 @@ def bwd_variants():
                    f"bcast={int(bcast)} q{q_len}"), kern, d, causal, window, bcast, q_len
 
 
-def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128):
+def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides: dict | None = None):
+    import dataclasses
+
     from kernels.tlx_hopper import bwd_config
     from kernels.tlx_hopper_bwd import jfa_bwd_dkdv_kernel, jfa_bwd_dq_kernel
 
-    cfg = bwd_config(d, bcast, q_len, num_heads=4, num_sms=132)
+    cfg = dataclasses.replace(bwd_config(d, bcast, q_len, num_heads=4, num_sms=132), **(overrides or {}))
     sig = {"desc_q": _tdesc(dt, 64, d), "desc_do": _tdesc(dt, 64, d), "desc_k": _tdesc(dt, 64, d),
            "desc_v": _tdesc(dt, 64, d)}
     if kern == "dkdv":
@@ -117,7 +126,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128):
         ints = ("window", "B", "HKV", "G", "q_len", "NUM_NB", "total_out", "tile_window")
         const = dict(HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs,
                      CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast,
-                     TMA_EPILOGUE=cfg.dkdv_tma_store)
+                     TMA_EPILOGUE=cfg.dkdv_tma_store, SKIP_IDLE_GROUPS=cfg.skip_idle_groups)
     else:
         fn = jfa_bwd_dq_kernel
         sig["desc_k"] = sig["desc_v"] = _tdesc(dt, cfg.dq_block_n, d)
@@ -126,7 +135,8 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128):
         ints = ("window", "B", "H", "G", "q_len", "NUM_MB", "total_out", "ctas_per_pair", "tile_window")
         const = dict(HEAD_DIM=d, BLOCK_N=cfg.dq_block_n, NUM_GROUPS=cfg.dq_groups,
                      NUM_BUF_KV=cfg.dq_buf_kv, CONSUMER_REGS=cfg.dq_regs, CAUSAL=causal,
-                     HAS_WINDOW=window, BROADCAST_Q=bcast, RESIDENT=bcast)
+                     HAS_WINDOW=window, BROADCAST_Q=bcast, RESIDENT=bcast,
+                     SKIP_IDLE_GROUPS=cfg.skip_idle_groups)
     sig.update({"lse_ptr": "*fp32", "delta_ptr": "*fp32", "q_off": "*i32", "k_off": "*i32",
                 "tile_entry": "*i32", "n_entries": "*i32", "sm_scale": "fp32"})
     sig.update({k: "i32" for k in ints})
@@ -157,6 +167,10 @@ def main():
     ap.add_argument("--dump")
     ap.add_argument("--only", default="")
     ap.add_argument("--bwd", action="store_true")
+    ap.add_argument("--fwd-config", default="", metavar="FIELD=VALUE[,...]",
+                    help="compile the forward with these FwdConfig fields replaced (as tlx_hopper_bench --ab)")
+    ap.add_argument("--bwd-config", default="", metavar="FIELD=VALUE[,...]",
+                    help="with --bwd: these BwdConfig fields replaced (as tlx_hopper_bench --ab-bwd)")
     ap.add_argument("--unaligned", action="store_true",
                     help="do not mark pointers 16-byte aligned (the JIT does at launch)")
     args = ap.parse_args()
@@ -164,7 +178,11 @@ def main():
     ALIGNED_PTRS = not args.unaligned
     failed = 0
     if not args.bwd:
-        for name, cfg, d, dt, causal, window, bcast in fwd_variants():
+        from benchmarks.tlx_hopper_bench import parse_overrides
+        from kernels.tlx_hopper import FwdConfig
+
+        overrides = parse_overrides(args.fwd_config, FwdConfig, "--fwd-config")
+        for name, cfg, d, dt, causal, window, bcast in fwd_variants(overrides):
             if args.only not in name:
                 continue
             t = time.time()
@@ -176,12 +194,16 @@ def main():
                 continue
             report(f"{name} ({time.time() - t:.1f}s)", k, args.dump)
     else:
+        from benchmarks.tlx_hopper_bench import parse_overrides
+        from kernels.tlx_hopper import BwdConfig
+
+        overrides = parse_overrides(args.bwd_config, BwdConfig, "--bwd-config")
         for name, kern, d, causal, window, bcast, q_len in bwd_variants():
             if args.only not in name:
                 continue
             t = time.time()
             try:
-                k = compile_bwd(kern, d, causal, window, bcast, q_len=q_len)
+                k = compile_bwd(kern, d, causal, window, bcast, q_len=q_len, overrides=overrides)
             except Exception as exc:
                 failed += 1
                 print(f"{name}: FAILED {type(exc).__name__}: {str(exc)[:3000]}", flush=True)

@@ -107,6 +107,12 @@ class FwdConfig:
     # (tlx_schedule's docstring); 1: heads of one entry adjacent, 0: one sequence's q-blocks;
     # the launchers pick 0 or 1 by `tile_window_for`
     tile_window: int = 1
+    # self/cross only (both): a group's last KV block on its first block_n/2 keys when its rows
+    # see no key past them (jagged tails; group 0 on the causal diagonal), half the tail's wgmma
+    # work; a group whose 64 rows all lie past qlen (a sequence's last q-block) skips the math and
+    # only keeps the rings' and the ping-pong's protocol
+    half_kv_tail: bool = False
+    skip_idle_groups: bool = False
 
     @property
     def block_m(self) -> int:
@@ -197,6 +203,10 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         raise ValueError("tlx FwdConfig: tma_store_o needs self/cross attention (not broadcast_q) and "
                          "num_buf_q >= 2: O is staged in a group's Q slot while the next tile's Q "
                          "loads into the other")
+    if broadcast and (cfg.half_kv_tail or cfg.skip_idle_groups):
+        raise ValueError("tlx FwdConfig: half_kv_tail and skip_idle_groups need self/cross attention "
+                         "(not broadcast_q): with O stored by tl.store their branches would need "
+                         "~48 KB more shared memory than an SM has")
     max_q = q_len if broadcast else int(params.max_seq_len_q)
     num_mb = max(1, triton_cdiv(max_q, cfg.block_m))
     window = params.window_size
@@ -222,7 +232,8 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         HEAD_DIM=d, BLOCK_N=cfg.block_n, NUM_GROUPS=cfg.num_groups, NUM_BUF_Q=cfg.num_buf_q,
         NUM_BUF_KV=cfg.num_buf_kv, CONSUMER_REGS=cfg.consumer_regs, CAUSAL=bool(params.causal),
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
-        TMA_STORE_O=cfg.tma_store_o, num_warps=4, num_stages=1)
+        TMA_STORE_O=cfg.tma_store_o, HALF_KV_TAIL=cfg.half_kv_tail,
+        SKIP_IDLE_GROUPS=cfg.skip_idle_groups, num_warps=4, num_stages=1)
     return out, lse
 
 
@@ -243,6 +254,9 @@ class BwdConfig:
     dkdv_regs: int = 240
     dkdv_tma_store: bool = True  # dk/dv pass: full 64-row halves leave by TMA store (else tl.store)
     tile_window: int = 1  # both passes, as FwdConfig.tile_window (0: one sequence's blocks)
+    # both passes: a warpgroup whose rows (dK/dV: key rows, dQ: query rows) all lie past the
+    # sequence's end skips the math and only keeps the rings' protocol
+    skip_idle_groups: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -322,7 +336,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        num_warps=4, num_stages=1)
+        SKIP_IDLE_GROUPS=cfg.skip_idle_groups, num_warps=4, num_stages=1)
 
     # dQ: Q-stationary (the forward's schedule shape)
     bm = cfg.dq_block_m
@@ -360,7 +374,8 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         cfg.tile_window or num_mb,
         HEAD_DIM=d, BLOCK_N=cfg.dq_block_n, NUM_GROUPS=cfg.dq_groups, NUM_BUF_KV=cfg.dq_buf_kv,
         CONSUMER_REGS=cfg.dq_regs, CAUSAL=causal, HAS_WINDOW=window is not None,
-        BROADCAST_Q=broadcast, RESIDENT=resident, num_warps=4, num_stages=1)
+        BROADCAST_Q=broadcast, RESIDENT=resident, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
+        num_warps=4, num_stages=1)
     if broadcast and resident:
         _jfa_dq_reduce_kernel[(triton_cdiv(bm, 64), pairs)](
             part, dq, q_len, hq, cpp, HEAD_DIM=d, BLOCK_M=bm, BLOCK_R=64, num_warps=4)

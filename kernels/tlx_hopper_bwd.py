@@ -107,7 +107,7 @@ def jfa_bwd_dkdv_kernel(
     sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out, tile_window,
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
-    TMA_EPILOGUE: tl.constexpr,
+    TMA_EPILOGUE: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -199,7 +199,25 @@ def jfa_bwd_dkdv_kernel(
                         tlx.barrier_wait(kv_fulls[2 * slot + cid], phase)
                         k_c = k_tiles[2 * slot + cid]
                         v_c = v_tiles[2 * slot + cid]
-                        for s in range(0, G * nsteps):
+                        if SKIP_IDLE_GROUPS:
+                            idle = n0 + cid * HALF >= klen
+                        else:
+                            idle = nsteps < 0
+                        if idle:
+                            # every key row of this warpgroup lies past klen (a sequence's last KV
+                            # block): keep the Q/dO ring's protocol step by step, skip the math
+                            for s in range(0, G * nsteps):
+                                q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
+                                tlx.barrier_wait(q_fulls[q_slot], q_phase)
+                                tlx.barrier_arrive(q_empties[q_slot], 1)
+                                cnt_q += 1
+                                if TMA_EPILOGUE:
+                                    if held_slot >= 0:
+                                        tlx.async_descriptor_store_wait(0)
+                                        tlx.barrier_arrive(kv_empties[held_slot], 1)
+                                        held_slot = -1
+                        math_steps = tl.where(idle, 0, G * nsteps)  # idle: the protocol ran above
+                        for s in range(0, math_steps):
                             h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)
                             lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
                                                      i0 + tl.arange(0, BLOCK_MQ), qlen)
@@ -252,6 +270,7 @@ def jfa_bwd_dq_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, NUM_GROUPS: tl.constexpr,
     NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr, CAUSAL: tl.constexpr,
     HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr,
+    SKIP_IDLE_GROUPS: tl.constexpr,
 ):
     """dq_ptr: dQ in q's dtype (non-broadcast); desc_part: fp32 per-CTA partials [n_prog * BLOCK_M, D]
     (broadcast, resident); dq_acc_ptr: fp32 [q_len, H, D] atomics target (broadcast, not resident)."""
@@ -343,7 +362,20 @@ def jfa_bwd_dq_kernel(
                         tlx.barrier_wait(q_fulls[cid], cnt_q & 1)
                         q_c = qdo_tiles[2 * cid]
                         do_c = qdo_tiles[2 * cid + 1]
-                        for j in range(0, nblk):
+                        if SKIP_IDLE_GROUPS:
+                            idle = m0 + cid * BM_SPLIT >= qlen
+                        else:
+                            idle = nblk < 0
+                        if idle:
+                            # every row of this warpgroup lies past qlen: keep the K/V ring's
+                            # protocol block by block, skip the math
+                            for j in range(0, nblk):
+                                slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
+                                tlx.barrier_wait(kv_fulls[slot], phase)
+                                tlx.barrier_arrive(kv_empties[slot], 1)
+                                cnt_kv += 1
+                        math_blocks = tl.where(idle, 0, nblk)  # idle: the protocol ran above
+                        for j in range(0, math_blocks):
                             slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
                             tlx.barrier_wait(kv_fulls[slot], phase)
                             s_ = tlx.async_dot(q_c, tlx.local_trans(k_tiles[slot]))

@@ -32,8 +32,8 @@ import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
 
-from kernels.tlx_schedule import (kv_block_range, kv_unmasked_range, n_iterations, seq_bounds,
-                                  tile_at)
+from kernels.tlx_schedule import (kv_block_range, kv_unmasked_range, last_block_keys, n_iterations,
+                                  seq_bounds, tile_at)
 
 BLOCK_M_SPLIT = tl.constexpr(64)  # query rows per consumer warpgroup (one wgmma M)
 PINGPONG_BAR = tl.constexpr(9)  # named barriers PINGPONG_BAR + c, c < NUM_GROUPS
@@ -88,12 +88,18 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
                       m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
                       cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
                       CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, MASK: tl.constexpr,
-                      BLOCK_N: tl.constexpr):
-    """Steady state: QK^T of block cnt overlapped with PV of block cnt-1 (p holds its probs)."""
+                      BLOCK_N: tl.constexpr, KEYS: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """Steady state: QK^T of block cnt overlapped with PV of block cnt-1 (p holds its probs).
+
+    KEYS < BLOCK_N: only the block's first KEYS keys are scored (a tail the rows see no further
+    than that); the returned probabilities are [rows, KEYS]."""
     k_idx, k_phase = _bufidx_phase(cnt, NUM_BUF_KV)
     tlx.barrier_wait(k_fulls[k_idx], k_phase)
+    k_tile = k_tiles[k_idx]
+    if KEYS < BLOCK_N:
+        k_tile = tlx.local_slice(k_tile, [0, 0], [KEYS, HEAD_DIM])
     _pingpong_enter(cid, NUM_GROUPS)
-    qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
+    qk = tlx.async_dot(q_buf, tlx.local_trans(k_tile))
     _pingpong_leave(cid, NUM_GROUPS)
     v_idx, v_phase = _bufidx_phase(cnt - 1, NUM_BUF_KV)
     tlx.barrier_wait(v_fulls[v_idx], v_phase)
@@ -101,7 +107,7 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
     qk = tlx.async_dot_wait(1, qk)
     tlx.barrier_arrive(k_empties[k_idx], 1)
     p_f32, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window,
-                                            CAUSAL, HAS_WINDOW, MASK, BLOCK_N)
+                                            CAUSAL, HAS_WINDOW, MASK, KEYS)
     acc = tlx.async_dot_wait(0, acc)  # PV done: V slot free, acc safe to rescale
     tlx.barrier_arrive(v_empties[v_idx], 1)
     acc = acc * alpha[:, None]
@@ -119,7 +125,8 @@ def jfa_fwd_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, NUM_GROUPS: tl.constexpr,
     NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
-    RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr,
+    RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, HALF_KV_TAIL: tl.constexpr,
+    SKIP_IDLE_GROUPS: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -233,9 +240,6 @@ def jfa_fwd_kernel(
                         tma_o: tl.constexpr = False
                     lse = tl.zeros([BM_SPLIT], dtype=tl.float32) - float("inf")
                     if nblk > 0:
-                        m_i = tl.zeros([BM_SPLIT], dtype=tl.float32) - float("inf")
-                        l_i = tl.zeros([BM_SPLIT], dtype=tl.float32)
-                        acc = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=tl.float32)
                         q_key = (q_row0 + m0) * H + h
                         release = -1  # the previous Q slot, once no longer needed
                         if q_key != last_q:
@@ -248,65 +252,117 @@ def jfa_fwd_kernel(
                         q_idx, q_phase = _bufidx_phase(cnt_q - 1, NUM_BUF_Q)
                         q_buf = q_tiles[cid * NUM_BUF_Q + q_idx]
                         tlx.barrier_wait(q_fulls[cid * NUM_BUF_Q + q_idx], q_phase)
-                        a, c = kv_unmasked_range(m0, qlen, klen, window, lo, nblk, CAUSAL,
-                                                 HAS_WINDOW, BLOCK_M, BLOCK_N)
+                        if SKIP_IDLE_GROUPS:
+                            idle = m0 + cid * BM_SPLIT >= qlen
+                        else:
+                            idle = nblk < 0
+                        if idle:
+                            # every row of this group lies past qlen (the last q-block of a
+                            # sequence): keep the K/V rings' and the ping-pong's protocol with the
+                            # other groups, block by block, without the math
+                            if TMA_STORE_O:
+                                if release >= 0:
+                                    if held_o != 0:
+                                        tlx.async_descriptor_store_wait(0)
+                                    tlx.barrier_arrive(q_empties[release], 1)
+                            held_o = 0
+                            for j in range(0, nblk):
+                                kv_idx, kv_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
+                                tlx.barrier_wait(k_fulls[kv_idx], kv_phase)
+                                _pingpong_enter(cid, NUM_GROUPS)
+                                _pingpong_leave(cid, NUM_GROUPS)
+                                tlx.barrier_arrive(k_empties[kv_idx], 1)
+                                tlx.barrier_wait(v_fulls[kv_idx], kv_phase)  # this block's V
+                                tlx.barrier_arrive(v_empties[kv_idx], 1)
+                                cnt_kv += 1
+                        else:
+                            m_i = tl.zeros([BM_SPLIT], dtype=tl.float32) - float("inf")
+                            l_i = tl.zeros([BM_SPLIT], dtype=tl.float32)
+                            acc = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=tl.float32)
+                            a, c = kv_unmasked_range(m0, qlen, klen, window, lo, nblk, CAUSAL,
+                                                     HAS_WINDOW, BLOCK_M, BLOCK_N)
+                            # the last block on its first half only, when this group's rows see
+                            # no key past it there (a jagged tail; the causal diagonal of group 0)
+                            if HALF_KV_TAIL:
+                                rmax = tl.minimum(m0 + (cid + 1) * BM_SPLIT, qlen) - 1
+                                half = (nblk >= 2) & (c < nblk) & (
+                                    last_block_keys(rmax, klen, window, lo, nblk, CAUSAL, HAS_WINDOW,
+                                                    BLOCK_N) <= BLOCK_N // 2)
+                            else:
+                                half = nblk < 0
+                            n_full = nblk - half.to(tl.int32)
 
-                        # prologue: QK^T of block 0 (masked), no PV yet
-                        k_idx, k_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
-                        tlx.barrier_wait(k_fulls[k_idx], k_phase)
-                        _pingpong_enter(cid, NUM_GROUPS)
-                        qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
-                        _pingpong_leave(cid, NUM_GROUPS)
-                        qk = tlx.async_dot_wait(0, qk)
-                        tlx.barrier_arrive(k_empties[k_idx], 1)
-                        p_f32, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, lo,
-                                                                klen, window, CAUSAL, HAS_WINDOW,
-                                                                True, BLOCK_N)
-                        p = p_f32.to(dtype)
-                        cnt_kv += 1
-                        if TMA_STORE_O:
-                            if release >= 0:  # it staged the previous tile's O: store read it?
-                                if held_o != 0:
-                                    tlx.async_descriptor_store_wait(0)
-                                tlx.barrier_arrive(q_empties[release], 1)
-                        held_o = 0
-                        # masked head [1, a), unmasked bulk [a, c), masked tail [c, nblk)
-                        for j in range(1, a):
-                            acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
-                                q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
-                                acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
-                                qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                                BLOCK_N)
-                        for j in range(a, c):
-                            acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
-                                q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
-                                acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
-                                qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False,
-                                BLOCK_N)
-                        for j in range(c, nblk):
-                            acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
-                                q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
-                                acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
-                                qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                                BLOCK_N)
-                        # epilogue: PV of the last block
-                        v_idx, v_phase = _bufidx_phase(cnt_kv - 1, NUM_BUF_KV)
-                        tlx.barrier_wait(v_fulls[v_idx], v_phase)
-                        acc = tlx.async_dot(p, v_tiles[v_idx], acc)
-                        acc = tlx.async_dot_wait(0, acc)
-                        tlx.barrier_arrive(v_empties[v_idx], 1)
-                        # normalise; rows that saw no visible key keep O = 0, LSE = -inf
-                        l_safe = tl.where(l_i == 0.0, 1.0, l_i)
-                        o = (acc / l_safe[:, None]).to(dtype)  # cast before the store's relayout
-                        lse = tl.where(l_i == 0.0, float("-inf"),
-                                       (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
-                        if tma_o:  # stage O in the Q tile: its last QK^T was waited on
-                            tlx.fence("async_shared")
-                            tlx.local_store(q_buf, o)
-                            tlx.fence("async_shared")
-                            tlx.async_descriptor_store(desc_o, q_buf,
-                                                       [out_row0 + m0 + cid * BM_SPLIT, h * HEAD_DIM])
-                            held_o = 1
+                            # prologue: QK^T of block 0 (masked), no PV yet
+                            k_idx, k_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
+                            tlx.barrier_wait(k_fulls[k_idx], k_phase)
+                            _pingpong_enter(cid, NUM_GROUPS)
+                            qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
+                            _pingpong_leave(cid, NUM_GROUPS)
+                            qk = tlx.async_dot_wait(0, qk)
+                            tlx.barrier_arrive(k_empties[k_idx], 1)
+                            p_f32, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, lo,
+                                                                    klen, window, CAUSAL, HAS_WINDOW,
+                                                                    True, BLOCK_N)
+                            p = p_f32.to(dtype)
+                            cnt_kv += 1
+                            if TMA_STORE_O:
+                                if release >= 0:  # it staged the previous tile's O: store read it?
+                                    if held_o != 0:
+                                        tlx.async_descriptor_store_wait(0)
+                                    tlx.barrier_arrive(q_empties[release], 1)
+                            held_o = 0
+                            # masked head [1, a), unmasked bulk [a, c), masked tail [c, n_full)
+                            for j in range(1, a):
+                                acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
+                                    q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                                    acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
+                                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
+                                    BLOCK_N, BLOCK_N, HEAD_DIM)
+                            for j in range(a, c):
+                                acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
+                                    q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                                    acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
+                                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False,
+                                    BLOCK_N, BLOCK_N, HEAD_DIM)
+                            for j in range(c, n_full):
+                                acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
+                                    q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                                    acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
+                                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
+                                    BLOCK_N, BLOCK_N, HEAD_DIM)
+                            if half:
+                                HALF: tl.constexpr = BLOCK_N // 2
+                                acc, p_half, m_i, l_i, cnt_kv = _consume_kv_block(
+                                    q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                                    acc, p, m_i, l_i, cnt_kv, lo + n_full * BLOCK_N, rows, klen,
+                                    window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
+                                    HAS_WINDOW, True, BLOCK_N, HALF, HEAD_DIM)
+                                # epilogue: PV of the last block's first half
+                                v_idx, v_phase = _bufidx_phase(cnt_kv - 1, NUM_BUF_KV)
+                                tlx.barrier_wait(v_fulls[v_idx], v_phase)
+                                v_half = tlx.local_slice(v_tiles[v_idx], [0, 0], [HALF, HEAD_DIM])
+                                acc = tlx.async_dot(p_half, v_half, acc)
+                                acc = tlx.async_dot_wait(0, acc)
+                                tlx.barrier_arrive(v_empties[v_idx], 1)
+                            else:
+                                # epilogue: PV of the last block
+                                v_idx, v_phase = _bufidx_phase(cnt_kv - 1, NUM_BUF_KV)
+                                tlx.barrier_wait(v_fulls[v_idx], v_phase)
+                                acc = tlx.async_dot(p, v_tiles[v_idx], acc)
+                                acc = tlx.async_dot_wait(0, acc)
+                                tlx.barrier_arrive(v_empties[v_idx], 1)
+                            # normalise; rows that saw no visible key keep O = 0, LSE = -inf
+                            l_safe = tl.where(l_i == 0.0, 1.0, l_i)
+                            o = (acc / l_safe[:, None]).to(dtype)  # cast before the store's relayout
+                            lse = tl.where(l_i == 0.0, float("-inf"),
+                                           (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
+                            if tma_o:  # stage O in the Q tile: its last QK^T was waited on
+                                tlx.fence("async_shared")
+                                tlx.local_store(q_buf, o)
+                                tlx.fence("async_shared")
+                                tlx.async_descriptor_store(desc_o, q_buf,
+                                                           [out_row0 + m0 + cid * BM_SPLIT, h * HEAD_DIM])
+                                held_o = 1
 
                     # store O and LSE rows < qlen only (rows past it belong to the next sequence)
                     row_ok = rows < qlen

@@ -69,6 +69,19 @@ def kv_block_range(m0, qlen, klen, window, CAUSAL: tl.constexpr, HAS_WINDOW: tl.
 
 
 @triton.jit
+def last_block_keys(rmax, klen, window, lo, nblk, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
+                    BLOCK_N: tl.constexpr):
+    """How many leading keys of the last of `nblk` KV blocks from `lo` the query rows <= rmax can
+    see (<= 0: none); the rest of that block is masked for them."""
+    hi = klen
+    if CAUSAL:
+        hi = tl.minimum(hi, rmax + 1)
+    if HAS_WINDOW:
+        hi = tl.minimum(hi, rmax + window + 1)
+    return hi - (lo + (nblk - 1) * BLOCK_N)
+
+
+@triton.jit
 def q_block_range(n0, klen, qlen, window, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
                   BLOCK_N: tl.constexpr, BLOCK_MQ: tl.constexpr):
     """Query rows [lo, lo + nsteps*BLOCK_MQ) that see some key of the KV block starting at n0.
