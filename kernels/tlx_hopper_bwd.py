@@ -199,10 +199,11 @@ def jfa_bwd_dkdv_kernel(
                         tlx.barrier_wait(kv_fulls[2 * slot + cid], phase)
                         k_c = k_tiles[2 * slot + cid]
                         v_c = v_tiles[2 * slot + cid]
+                        idle = False  # a compile-time False unless enabled: no branch at all
+                        math_steps = G * nsteps
                         if SKIP_IDLE_GROUPS:
                             idle = n0 + cid * HALF >= klen
-                        else:
-                            idle = nsteps < 0
+                            math_steps = tl.where(idle, 0, math_steps)  # idle: the protocol below
                         if idle:
                             # every key row of this warpgroup lies past klen (a sequence's last KV
                             # block): keep the Q/dO ring's protocol step by step, skip the math
@@ -216,7 +217,6 @@ def jfa_bwd_dkdv_kernel(
                                         tlx.async_descriptor_store_wait(0)
                                         tlx.barrier_arrive(kv_empties[held_slot], 1)
                                         held_slot = -1
-                        math_steps = tl.where(idle, 0, G * nsteps)  # idle: the protocol ran above
                         for s in range(0, math_steps):
                             h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)
                             lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
@@ -362,10 +362,11 @@ def jfa_bwd_dq_kernel(
                         tlx.barrier_wait(q_fulls[cid], cnt_q & 1)
                         q_c = qdo_tiles[2 * cid]
                         do_c = qdo_tiles[2 * cid + 1]
+                        idle = False  # a compile-time False unless enabled: no branch at all
+                        math_blocks = nblk
                         if SKIP_IDLE_GROUPS:
                             idle = m0 + cid * BM_SPLIT >= qlen
-                        else:
-                            idle = nblk < 0
+                            math_blocks = tl.where(idle, 0, nblk)  # idle: the protocol below
                         if idle:
                             # every row of this warpgroup lies past qlen: keep the K/V ring's
                             # protocol block by block, skip the math
@@ -374,7 +375,6 @@ def jfa_bwd_dq_kernel(
                                 tlx.barrier_wait(kv_fulls[slot], phase)
                                 tlx.barrier_arrive(kv_empties[slot], 1)
                                 cnt_kv += 1
-                        math_blocks = tl.where(idle, 0, nblk)  # idle: the protocol ran above
                         for j in range(0, math_blocks):
                             slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
                             tlx.barrier_wait(kv_fulls[slot], phase)

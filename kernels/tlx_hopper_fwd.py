@@ -252,10 +252,9 @@ def jfa_fwd_kernel(
                         q_idx, q_phase = _bufidx_phase(cnt_q - 1, NUM_BUF_Q)
                         q_buf = q_tiles[cid * NUM_BUF_Q + q_idx]
                         tlx.barrier_wait(q_fulls[cid * NUM_BUF_Q + q_idx], q_phase)
+                        idle = False  # a compile-time False unless enabled: no branch at all
                         if SKIP_IDLE_GROUPS:
                             idle = m0 + cid * BM_SPLIT >= qlen
-                        else:
-                            idle = nblk < 0
                         if idle:
                             # every row of this group lies past qlen (the last q-block of a
                             # sequence): keep the K/V rings' and the ping-pong's protocol with the
@@ -283,14 +282,14 @@ def jfa_fwd_kernel(
                                                      HAS_WINDOW, BLOCK_M, BLOCK_N)
                             # the last block on its first half only, when this group's rows see
                             # no key past it there (a jagged tail; the causal diagonal of group 0)
+                            half = False
+                            n_full = nblk
                             if HALF_KV_TAIL:
                                 rmax = tl.minimum(m0 + (cid + 1) * BM_SPLIT, qlen) - 1
                                 half = (nblk >= 2) & (c < nblk) & (
                                     last_block_keys(rmax, klen, window, lo, nblk, CAUSAL, HAS_WINDOW,
                                                     BLOCK_N) <= BLOCK_N // 2)
-                            else:
-                                half = nblk < 0
-                            n_full = nblk - half.to(tl.int32)
+                                n_full = nblk - half.to(tl.int32)
 
                             # prologue: QK^T of block 0 (masked), no PV yet
                             k_idx, k_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
