@@ -23,7 +23,8 @@ TARGET = GPUTarget("cuda", 90, 128)
 # in the D=128 dK/dV pass that the launched kernel does not have).
 ALIGNED_PTRS = True
 PTX_WORDS = ("wgmma.mma_async", "cp.async.bulk.tensor", "mbarrier.try_wait", "bar.sync",
-             "bar.arrive", "setmaxnreg", "red.global", "atom.global", "cp.reduce.async.bulk")
+             "bar.arrive", "setmaxnreg", "red.global", "atom.global", "cp.reduce.async.bulk",
+             "griddepcontrol")
 
 
 def _tdesc(dt, rows, cols):
@@ -66,12 +67,12 @@ def compile_fwd(cfg, d, dt, causal, window, bcast):
                  NUM_BUF_Q=cfg.num_buf_q, NUM_BUF_KV=cfg.num_buf_kv,
                  CONSUMER_REGS=cfg.consumer_regs, CAUSAL=causal, HAS_WINDOW=window,
                  BROADCAST_Q=bcast, RESIDENT=bcast, TMA_STORE_O=cfg.tma_store_o,
-                 HALF_KV_TAIL=cfg.half_kv_tail, SKIP_IDLE_GROUPS=cfg.skip_idle_groups)
+                 HALF_KV_TAIL=cfg.half_kv_tail, SKIP_IDLE_GROUPS=cfg.skip_idle_groups, PDL=cfg.pdl)
     for k in const:
         sig[k] = "constexpr"
     src = triton.compiler.ASTSource(fn=jfa_fwd_kernel, signature=sig, constexprs=const,
                                     attrs=_pointer_attrs(jfa_fwd_kernel, sig))
-    return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1))
+    return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1, launch_pdl=cfg.pdl))
 
 
 def _pointer_attrs(fn, sig):
@@ -126,7 +127,8 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
         ints = ("window", "B", "HKV", "G", "q_len", "NUM_NB", "total_out", "tile_window")
         const = dict(HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs,
                      CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast,
-                     TMA_EPILOGUE=cfg.dkdv_tma_store, SKIP_IDLE_GROUPS=cfg.skip_idle_groups)
+                     TMA_EPILOGUE=cfg.dkdv_tma_store, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
+                     PDL=cfg.pdl)
     else:
         fn = jfa_bwd_dq_kernel
         sig["desc_k"] = sig["desc_v"] = _tdesc(dt, cfg.dq_block_n, d)
@@ -136,13 +138,13 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
         const = dict(HEAD_DIM=d, BLOCK_N=cfg.dq_block_n, NUM_GROUPS=cfg.dq_groups,
                      NUM_BUF_KV=cfg.dq_buf_kv, CONSUMER_REGS=cfg.dq_regs, CAUSAL=causal,
                      HAS_WINDOW=window, BROADCAST_Q=bcast, RESIDENT=bcast,
-                     SKIP_IDLE_GROUPS=cfg.skip_idle_groups)
+                     SKIP_IDLE_GROUPS=cfg.skip_idle_groups, PDL=cfg.pdl)
     sig.update({"lse_ptr": "*fp32", "delta_ptr": "*fp32", "q_off": "*i32", "k_off": "*i32",
                 "tile_entry": "*i32", "n_entries": "*i32", "sm_scale": "fp32"})
     sig.update({k: "i32" for k in ints})
     sig.update({k: "constexpr" for k in const})
     src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const, attrs=_pointer_attrs(fn, sig))
-    return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1))
+    return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1, launch_pdl=cfg.pdl))
 
 
 def report(name, k, dump=None):

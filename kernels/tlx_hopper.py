@@ -113,6 +113,9 @@ class FwdConfig:
     # only keeps the rings' and the ping-pong's protocol
     half_kv_tail: bool = False
     skip_idle_groups: bool = False
+    # programmatic dependent launch: the kernel starts while the schedule kernel before it runs
+    # (which triggers it early) and waits for it (griddepcontrol.wait) before reading anything
+    pdl: bool = False
 
     @property
     def block_m(self) -> int:
@@ -233,7 +236,8 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         NUM_BUF_KV=cfg.num_buf_kv, CONSUMER_REGS=cfg.consumer_regs, CAUSAL=bool(params.causal),
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
         TMA_STORE_O=cfg.tma_store_o, HALF_KV_TAIL=cfg.half_kv_tail,
-        SKIP_IDLE_GROUPS=cfg.skip_idle_groups, num_warps=4, num_stages=1)
+        SKIP_IDLE_GROUPS=cfg.skip_idle_groups, PDL=cfg.pdl, launch_pdl=cfg.pdl, num_warps=4,
+        num_stages=1)
     return out, lse
 
 
@@ -257,6 +261,7 @@ class BwdConfig:
     # both passes: a warpgroup whose rows (dK/dV: key rows, dQ: query rows) all lie past the
     # sequence's end skips the math and only keeps the rings' protocol
     skip_idle_groups: bool = False
+    pdl: bool = False  # both passes, as FwdConfig.pdl
 
     @property
     def dq_block_m(self) -> int:
@@ -336,7 +341,8 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        SKIP_IDLE_GROUPS=cfg.skip_idle_groups, num_warps=4, num_stages=1)
+        SKIP_IDLE_GROUPS=cfg.skip_idle_groups, PDL=cfg.pdl, launch_pdl=cfg.pdl, num_warps=4,
+        num_stages=1)
 
     # dQ: Q-stationary (the forward's schedule shape)
     bm = cfg.dq_block_m
@@ -375,7 +381,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         HEAD_DIM=d, BLOCK_N=cfg.dq_block_n, NUM_GROUPS=cfg.dq_groups, NUM_BUF_KV=cfg.dq_buf_kv,
         CONSUMER_REGS=cfg.dq_regs, CAUSAL=causal, HAS_WINDOW=window is not None,
         BROADCAST_Q=broadcast, RESIDENT=resident, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
-        num_warps=4, num_stages=1)
+        PDL=cfg.pdl, launch_pdl=cfg.pdl, num_warps=4, num_stages=1)
     if broadcast and resident:
         _jfa_dq_reduce_kernel[(triton_cdiv(bm, 64), pairs)](
             part, dq, q_len, hq, cpp, HEAD_DIM=d, BLOCK_M=bm, BLOCK_R=64, num_warps=4)

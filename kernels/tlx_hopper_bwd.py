@@ -30,6 +30,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
+from triton.language.extra.cuda import gdc_wait
 
 from kernels.tlx_hopper_fwd import _bufidx_phase
 from kernels.tlx_schedule import (kv_block_range, n_iterations, q_block_range, seq_bounds,
@@ -107,7 +108,7 @@ def jfa_bwd_dkdv_kernel(
     sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out, tile_window,
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
-    TMA_EPILOGUE: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
+    TMA_EPILOGUE: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr, PDL: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -120,9 +121,6 @@ def jfa_bwd_dkdv_kernel(
 
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
-    n_tiles = tl.load(n_entries) * HKV
-    n_iter = n_iterations(n_tiles, n_prog, B, 1, False)
-
     # ---- shared memory and barriers -------------------------------------------------------
     k_tiles = tlx.local_alloc((HALF, HEAD_DIM), dtype, 2 * NUM_BUF_KV)
     v_tiles = tlx.local_alloc((HALF, HEAD_DIM), dtype, 2 * NUM_BUF_KV)
@@ -132,6 +130,10 @@ def jfa_bwd_dkdv_kernel(
     kv_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=2)
     q_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=1)
     q_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=2)
+    if PDL:  # launched early (programmatic dependent launch): nothing above reads global memory
+        gdc_wait()
+    n_tiles = tl.load(n_entries) * HKV
+    n_iter = n_iterations(n_tiles, n_prog, B, 1, False)
 
     with tlx.async_tasks():
         # ---- producer: K/V halves per tile, Q/dO per step -----------------------------------
@@ -270,7 +272,7 @@ def jfa_bwd_dq_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, NUM_GROUPS: tl.constexpr,
     NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr, CAUSAL: tl.constexpr,
     HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr,
-    SKIP_IDLE_GROUPS: tl.constexpr,
+    SKIP_IDLE_GROUPS: tl.constexpr, PDL: tl.constexpr,
 ):
     """dq_ptr: dQ in q's dtype (non-broadcast); desc_part: fp32 per-CTA partials [n_prog * BLOCK_M, D]
     (broadcast, resident); dq_acc_ptr: fp32 [q_len, H, D] atomics target (broadcast, not resident)."""
@@ -283,9 +285,6 @@ def jfa_bwd_dq_kernel(
 
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
-    n_tiles = tl.load(n_entries) * H
-    n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
-
     # group g's Q tile is qdo_tiles[2g], its dO tile qdo_tiles[2g + 1]: adjacent, so that in resident
     # mode the group's fp32 dQ partial (the same bytes as the two) is staged over them at the end
     qdo_tiles = tlx.local_alloc((BM_SPLIT, HEAD_DIM), dtype, 2 * NUM_GROUPS)
@@ -297,6 +296,10 @@ def jfa_bwd_dq_kernel(
     q_empties = tlx.alloc_barriers(num_barriers=NUM_GROUPS, arrive_count=1)
     kv_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=1)
     kv_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
+    if PDL:  # launched early (programmatic dependent launch): nothing above reads global memory
+        gdc_wait()
+    n_tiles = tl.load(n_entries) * H
+    n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
 
     with tlx.async_tasks():
         # ---- producer: Q/dO slices per tile, K/V blocks -------------------------------------

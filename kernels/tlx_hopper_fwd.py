@@ -31,6 +31,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
+from triton.language.extra.cuda import gdc_wait
 
 from kernels.tlx_schedule import (kv_block_range, kv_unmasked_range, last_block_keys, n_iterations,
                                   seq_bounds, tile_at)
@@ -126,7 +127,7 @@ def jfa_fwd_kernel(
     NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, HALF_KV_TAIL: tl.constexpr,
-    SKIP_IDLE_GROUPS: tl.constexpr,
+    SKIP_IDLE_GROUPS: tl.constexpr, PDL: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -137,9 +138,6 @@ def jfa_fwd_kernel(
 
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
-    n_tiles = tl.load(n_entries) * H  # generic schedule: (entry, head) tiles
-    n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
-
     # ---- shared memory and barriers -------------------------------------------------------
     q_tiles = tlx.local_alloc((BM_SPLIT, HEAD_DIM), dtype, NUM_GROUPS * NUM_BUF_Q)
     k_tiles = tlx.local_alloc((BLOCK_N, HEAD_DIM), dtype, NUM_BUF_KV)
@@ -153,6 +151,10 @@ def jfa_fwd_kernel(
     # O is staged in the group's Q tile (NUM_BUF_Q >= 2: the next tile's Q arrives in the other
     # slot while the store drains); broadcast Q stays resident, so it has no free tile for O
     tl.static_assert(not (TMA_STORE_O and BROADCAST_Q), "TMA_STORE_O is for self/cross attention")
+    if PDL:  # launched early (programmatic dependent launch): nothing above reads global memory
+        gdc_wait()
+    n_tiles = tl.load(n_entries) * H  # generic schedule: (entry, head) tiles
+    n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
 
     with tlx.async_tasks():
         # ---- producer: TMA loads of Q (when it changes) and K/V ----------------------------

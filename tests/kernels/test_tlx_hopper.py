@@ -519,6 +519,43 @@ def test_skipping_idle_groups_changes_no_stored_value(case):
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", [Case("self", 40, 300, 300, 4, 2, 128, "bf16", True),
+                                  Case("cross", 40, 200, 333, 2, 2, 64, "bf16", False, 37),
+                                  Case("bcast", 200, 192, 300, 3, 3), Case("bcast", 100, 128, 300, 3, 3)],
+                         ids=lambda c: c.name)
+def test_pdl_changes_nothing(case):
+    """Programmatic dependent launch only moves when the kernels start: every output and gradient
+    bit-identical to the default launch. Calls on inputs of different lengths go back to back, so a
+    kernel that read its schedule before the schedule kernel finished would read another call's."""
+    from kernels import tlx_hopper
+
+    bcast = case.mode == "bcast"
+    calls = []
+    for seed in range(3):
+        q, k, v, q_off, k_off, _, _ = make_inputs(case, seed)
+        params = _params(case, 1 / math.sqrt(case.d))
+        fwd = tlx_hopper.fwd_config(case.d, bcast, case.max_q if bcast else 0,
+                                    tlx_hopper.call_tile_window(k, params))
+        calls.append(((q, k, v, q_off, k_off, params), dataclasses.replace(fwd, pdl=True),
+                      _bwd_config(case, k, params, pdl=True)))
+    tlx_hopper.POISON_OUTPUTS = True
+    ref = [tlx_hopper.forward(*args) for args, _, _ in calls]
+    got = [tlx_hopper.forward(*args, config=fwd) for args, fwd, _ in calls]
+    for (out, lse), (out_p, lse_p) in zip(ref, got):
+        assert torch.equal(out, out_p) and torch.equal(lse, lse_p)
+    dos = [torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(out.device, out.dtype)
+           for out, _ in ref]
+    ref_g = [tlx_hopper.backward(do, *args[:3], out, lse, *args[3:]) for do, (out, lse), (args, _, _)
+             in zip(dos, ref, calls)]
+    got_g = [tlx_hopper.backward(do, *args[:3], out, lse, *args[3:], config=bwd)
+             for do, (out, lse), (args, _, bwd) in zip(dos, ref, calls)]
+    for grads, grads_p in zip(ref_g, got_g):
+        for name, g, g_p in zip("qkv", grads, grads_p):
+            assert torch.equal(g, g_p), f"d{name} changed by pdl"
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
 def test_long_sequences_take_window_zero_and_match_window_one():
     """K/V of one sequence over all heads beyond L2 (64 MiB here): the launchers deal one
     sequence's blocks head by head (tile_window 0); every tile computes the same as in the default
