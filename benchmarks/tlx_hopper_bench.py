@@ -1,7 +1,7 @@
 """Time the TLX Hopper JFA kernels against varlen_attn and the fbtriton TLX tutorial (H200).
 
     python -m benchmarks.tlx_hopper_bench [--out results.json] [--bwd] [--only SUBSTR]
-        [--ab FIELD=VALUE[,FIELD=VALUE...]] [--ab-bwd FIELD=VALUE[,...]]
+        [--ab FIELD=VALUE[,FIELD=VALUE...]] [--ab-bwd FIELD=VALUE[,...]] [--graph]
 
 --ab also times, in the same process and on the same inputs, the forward with those `FwdConfig`
 fields changed from `fwd_config`'s choice (e.g. `--ab num_buf_kv=5`; `--ab tma_store_o=False` is run
@@ -12,6 +12,11 @@ hard-coded `--ab`; their records name the columns tlx_fwd_prev_cfg_ms / tlx_fwdb
 as tlx_fwdbwd_abbwd_ms, and ab_bwd_grad_rel, the largest relative difference (norm) of dq, dk, dv
 against the default configuration's (a different tiling sums in another order: ~1e-3 is bf16
 rounding, not an error).
+
+--graph adds the tlx forward (and forward+backward) and varlen's forward replayed from a CUDA
+graph (*_graph_ms): the device time with the gaps between kernels but without the host's launch
+path, which do_bench's window includes whenever the host issues a call more slowly than the GPU
+runs the L2 flush before it. A diagnostic: the issue's targets are eager calls.
 
 Shapes are the issue's (bf16, D=128): PMA B=1024 max_kv=1000 H=3 q_len=192 and PMA B=768
 max_kv=1024 H=4 q_len=128 at fill 0.1/0.5/0.9; jagged self-attention B=768 max=1024 H=4 at fill
@@ -100,6 +105,21 @@ def bench(fn):
     return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
 
 
+def graph_bench(fn):
+    """`bench` of fn replayed from a CUDA graph: its kernels and the gaps between them on the device,
+    without the host's launch path (do_bench's timed window otherwise also holds the host time the
+    GPU spends waiting for the call's first and next launches)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()  # compiled and warm before the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return bench(graph.replay)
+
+
 def tutorial_module():
     import triton.language.extra.tlx as tlx
 
@@ -111,7 +131,7 @@ def tutorial_module():
     return mod
 
 
-def run_shape(sh, do_bwd, tut):
+def run_shape(sh, do_bwd, tut, graphs=False):
     from kernels import tlx_hopper
     from kernels.common import JFAParams
     from torch.nn.attention.varlen import varlen_attn
@@ -141,6 +161,10 @@ def run_shape(sh, do_bwd, tut):
     out, lse = fwd()
     row["tlx_vs_varlen_rel"] = ((out.float() - o_ref.float()).norm() / o_ref.float().norm()).item()
     row["tlx_fwd_ms"] = bench(fwd)
+    if graphs:
+        row["tlx_fwd_graph_ms"] = graph_bench(fwd)
+        row["varlen_fwd_graph_ms"] = graph_bench(
+            lambda: varlen_attn(qv, k, v, cu_q, k_off, max_q, max_k, scale=scale))
     alt = None
     if AB_OVERRIDES:  # A/B: the same forward with some FwdConfig fields changed
         tile_window = tlx_hopper.call_tile_window(k, params)
@@ -165,6 +189,8 @@ def run_shape(sh, do_bwd, tut):
             o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
             tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params)
         row["tlx_fwdbwd_ms"] = bench(tlx_fb)
+        if graphs:
+            row["tlx_fwdbwd_graph_ms"] = graph_bench(tlx_fb)
         if AB_BWD_OVERRIDES:  # A/B: the same backward with some BwdConfig fields changed
             n_sm = torch.cuda.get_device_properties(q.device).multi_processor_count
             alt_bwd = dataclasses.replace(
@@ -216,6 +242,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--bwd", action="store_true")
+    ap.add_argument("--graph", action="store_true",
+                    help="also time the tlx calls (and varlen's forward) replayed from a CUDA graph: "
+                         "*_graph_ms, how much of the call is the host's launch path")
     ap.add_argument("--only", default="")
     ap.add_argument("--ab", default="", metavar="FIELD=VALUE[,...]",
                     help="also time the forward with these FwdConfig fields changed")
@@ -239,7 +268,7 @@ def main():
         if args.only not in sh["name"]:
             continue
         try:
-            row = run_shape(sh, args.bwd, tut)
+            row = run_shape(sh, args.bwd, tut, args.graph)
         except Exception as exc:
             row = dict(name=sh["name"], error=f"{type(exc).__name__}: {str(exc)[:300]}")
         print(json.dumps(row), flush=True)
