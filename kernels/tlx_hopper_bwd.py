@@ -101,6 +101,16 @@ def _store_dkdv(dk_ptr, dv_ptr, dk, dv, kv_pos, klen, kv_row0, hk, HKV, sm_scale
 
 
 @triton.jit
+def _release_held_kv_slot(kv_empties, held_slot):
+    """TMA_EPILOGUE: give the K/V slot (held_slot >= 0) whose halves the previous tile's dK/dV TMA
+    stores read back to the producer once they finished; returns the new held slot (-1)."""
+    if held_slot >= 0:
+        tlx.async_descriptor_store_wait(0)
+        tlx.barrier_arrive(kv_empties[held_slot], 1)
+    return -1
+
+
+@triton.jit
 def jfa_bwd_dkdv_kernel(
     desc_q, desc_do, desc_k, desc_v,   # TMA: q [rows_q, Hq*D], do [total_out, Hq*D], k/v [total_kv, Hkv*D]
     desc_dk, desc_dv,                  # TMA stores of dK/dV [total_kv, Hkv*D] (TMA_EPILOGUE)
@@ -215,10 +225,7 @@ def jfa_bwd_dkdv_kernel(
                                 tlx.barrier_arrive(q_empties[q_slot], 1)
                                 cnt_q += 1
                                 if TMA_EPILOGUE:
-                                    if held_slot >= 0:
-                                        tlx.async_descriptor_store_wait(0)
-                                        tlx.barrier_arrive(kv_empties[held_slot], 1)
-                                        held_slot = -1
+                                    held_slot = _release_held_kv_slot(kv_empties, held_slot)
                         for s in range(0, math_steps):
                             h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)
                             lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
@@ -239,10 +246,7 @@ def jfa_bwd_dkdv_kernel(
                             tlx.barrier_arrive(q_empties[q_slot], 1)
                             cnt_q += 1
                             if TMA_EPILOGUE:
-                                if held_slot >= 0:
-                                    tlx.async_descriptor_store_wait(0)
-                                    tlx.barrier_arrive(kv_empties[held_slot], 1)
-                                    held_slot = -1
+                                held_slot = _release_held_kv_slot(kv_empties, held_slot)
                         if tma_store:
                             # This warpgroup's K/V halves are free (its last wgmma was waited on):
                             # stage dK, dV there and store them by TMA, off the critical path.

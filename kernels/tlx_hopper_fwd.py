@@ -85,6 +85,16 @@ def _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window, CAUSAL: 
 
 
 @triton.jit
+def _release_staged_q_slot(q_empties, release, held_o):
+    """TMA_STORE_O: give the previous tile's Q slot (release >= 0) back to the producer once the
+    TMA store of the O slice staged in it (held_o) has read it."""
+    if release >= 0:
+        if held_o != 0:
+            tlx.async_descriptor_store_wait(0)
+        tlx.barrier_arrive(q_empties[release], 1)
+
+
+@triton.jit
 def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p,
                       m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
                       cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
@@ -262,10 +272,7 @@ def jfa_fwd_kernel(
                             # sequence): keep the K/V rings' and the ping-pong's protocol with the
                             # other groups, block by block, without the math
                             if TMA_STORE_O:
-                                if release >= 0:
-                                    if held_o != 0:
-                                        tlx.async_descriptor_store_wait(0)
-                                    tlx.barrier_arrive(q_empties[release], 1)
+                                _release_staged_q_slot(q_empties, release, held_o)
                             held_o = 0
                             for j in range(0, nblk):
                                 kv_idx, kv_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
@@ -307,10 +314,7 @@ def jfa_fwd_kernel(
                             p = p_f32.to(dtype)
                             cnt_kv += 1
                             if TMA_STORE_O:
-                                if release >= 0:  # it staged the previous tile's O: store read it?
-                                    if held_o != 0:
-                                        tlx.async_descriptor_store_wait(0)
-                                    tlx.barrier_arrive(q_empties[release], 1)
+                                _release_staged_q_slot(q_empties, release, held_o)
                             held_o = 0
                             # masked head [1, a), unmasked bulk [a, c), masked tail [c, n_full)
                             for j in range(1, a):
