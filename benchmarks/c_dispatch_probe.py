@@ -8,8 +8,9 @@ Run 11 measured the fill-0.1 rows with both variables set and saw the Python lau
 profile, without knowing why. This runs a small PMA forward+backward a few times and reports, per
 Triton kernel of the backend: whether the JIT function has the C cache on, whether each compiled
 kernel carries launch metadata and got a C dispatcher, whether a grid proxy was created, and every
-warning Triton raised; then the host time per call. The last line says `dispatcher engaged: yes`
-only if every launched kernel has a dispatcher.
+warning Triton raised; then the host time per call, and a trial of the positional-argument launch
+that fbtriton's grid proxy needs (on the schedule kernel). The last line says `dispatcher engaged:
+yes` only if every launched kernel has a dispatcher.
 """
 
 from __future__ import annotations
@@ -120,8 +121,53 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     print(f"host ms per call (median of {args.calls}, synchronised after each): "
           f"forward {_host_ms(forward, args.calls):.3f}, forward+backward {_host_ms(forward_backward, args.calls):.3f}")
+    _positional_proxy_trial(k_off, B, q_len, args.calls)
     print(f"dispatcher engaged: {'yes' if engaged else 'no'}")
     return 0
+
+
+def _positional_proxy_trial(k_off, B: int, q_len: int, calls: int) -> None:
+    """fbtriton's grid proxy takes positional arguments only (keyword launches fall back to
+    Python); its autotuner reaches it by seeding the C cache once with the launch options and then
+    launching positionally. Try that on the schedule kernel: same result, and the host time of
+    both launch styles."""
+    import torch
+
+    from kernels.tlx_schedule import PRIORITY_BUCKETS, _jfa_schedule_kernel as fn
+
+    if not getattr(fn, "c_cache", False):
+        print("positional proxy trial: skipped (TRITON_ENABLE_C_CACHE is off)")
+        return
+    block = max(16, 1 << (B - 1).bit_length())
+    constexprs = dict(CAUSAL=False, HAS_WINDOW=False, BROADCAST_Q=True, KV_STATIONARY=False, BLOCK_M=128,
+                      BLOCK_N=64, BLOCK=block, NUM_BUCKETS=PRIORITY_BUCKETS, EARLY_LAUNCH=True)
+    meta = {"num_warps": 4}
+    outs = [(torch.empty(B, device="cuda", dtype=torch.int32), torch.empty(1, device="cuda", dtype=torch.int32))
+            for _ in range(2)]
+    scalars = (B, q_len, 1, 0)
+    positional = lambda out: (k_off, k_off, *out, *scalars, *constexprs.values())
+
+    def keyword_launch():
+        fn[(1,)](k_off, k_off, *outs[0], *scalars, **constexprs, **meta)
+
+    try:
+        keyword_ms = _host_ms(keyword_launch, calls)
+        fn._fc_options_hash = hash(tuple(sorted(meta.items()))) & 0xFFFFFFFFFFFFFFFF  # as the autotuner
+        fn._fc_meta_kwargs = meta
+        fn._jit_proxy_cache = {}
+        fn.run(*positional(outs[1]), grid=(1,), warmup=False, **meta)  # seeds the C cache
+        launcher = fn[(1,)]
+
+        def proxy_launch():
+            launcher(*positional(outs[1]))
+
+        proxy_ms = _host_ms(proxy_launch, calls)
+        torch.cuda.synchronize()
+        same = all(torch.equal(a, b) for a, b in zip(*outs))
+        print(f"positional proxy trial: {type(launcher).__name__}; host ms keyword {keyword_ms:.4f}, "
+              f"positional {proxy_ms:.4f}; same schedule: {same}")
+    except Exception as exc:  # a diagnosis, not a launch path: report and go on
+        print(f"positional proxy trial failed: {type(exc).__name__}: {exc}")
 
 
 if __name__ == "__main__":
