@@ -95,6 +95,21 @@ def _release_staged_q_slot(q_empties, release, held_o):
 
 
 @triton.jit
+def _last_block_pv(p, v_tiles, v_fulls, v_empties, acc, cnt, NUM_BUF_KV: tl.constexpr,
+                   BLOCK_N: tl.constexpr, KEYS: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """Epilogue: PV of the tile's last block (probabilities p over its first KEYS keys)."""
+    v_idx, v_phase = _bufidx_phase(cnt - 1, NUM_BUF_KV)
+    tlx.barrier_wait(v_fulls[v_idx], v_phase)
+    v_tile = v_tiles[v_idx]
+    if KEYS < BLOCK_N:  # (a shared-memory view cannot be returned from a helper: sliced inline)
+        v_tile = tlx.local_slice(v_tile, [0, 0], [KEYS, HEAD_DIM])
+    acc = tlx.async_dot(p, v_tile, acc)
+    acc = tlx.async_dot_wait(0, acc)
+    tlx.barrier_arrive(v_empties[v_idx], 1)
+    return acc
+
+
+@triton.jit
 def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p,
                       m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
                       cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
@@ -342,20 +357,11 @@ def jfa_fwd_kernel(
                                     acc, p, m_i, l_i, cnt_kv, lo + n_full * BLOCK_N, rows, klen,
                                     window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
                                     HAS_WINDOW, True, BLOCK_N, HALF, HEAD_DIM)
-                                # epilogue: PV of the last block's first half
-                                v_idx, v_phase = _bufidx_phase(cnt_kv - 1, NUM_BUF_KV)
-                                tlx.barrier_wait(v_fulls[v_idx], v_phase)
-                                v_half = tlx.local_slice(v_tiles[v_idx], [0, 0], [HALF, HEAD_DIM])
-                                acc = tlx.async_dot(p_half, v_half, acc)
-                                acc = tlx.async_dot_wait(0, acc)
-                                tlx.barrier_arrive(v_empties[v_idx], 1)
+                                acc = _last_block_pv(p_half, v_tiles, v_fulls, v_empties, acc, cnt_kv,
+                                                     NUM_BUF_KV, BLOCK_N, HALF, HEAD_DIM)
                             else:
-                                # epilogue: PV of the last block
-                                v_idx, v_phase = _bufidx_phase(cnt_kv - 1, NUM_BUF_KV)
-                                tlx.barrier_wait(v_fulls[v_idx], v_phase)
-                                acc = tlx.async_dot(p, v_tiles[v_idx], acc)
-                                acc = tlx.async_dot_wait(0, acc)
-                                tlx.barrier_arrive(v_empties[v_idx], 1)
+                                acc = _last_block_pv(p, v_tiles, v_fulls, v_empties, acc, cnt_kv,
+                                                     NUM_BUF_KV, BLOCK_N, BLOCK_N, HEAD_DIM)
                             # normalise; rows that saw no visible key keep O = 0, LSE = -inf
                             l_safe = tl.where(l_i == 0.0, 1.0, l_i)
                             o = (acc / l_safe[:, None]).to(dtype)  # cast before the store's relayout
