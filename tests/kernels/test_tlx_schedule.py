@@ -168,15 +168,28 @@ def test_broadcast_schedule(causal, window, q_len, block_m, block_n, n_prog, res
     _check(None, k_lens, H, True, q_len, causal, window, block_m, block_n, n_prog, resident)
 
 
+def _case_columns(cases):
+    """(block start, klen, qlen) cases as three int32 device columns and the probe's block size."""
+    cols = [torch.tensor([c[k] for c in cases], dtype=torch.int32, device=DEVICE) for k in range(3)]
+    return cols, triton.next_power_of_2(len(cases))
+
+
+@triton.jit
+def _load_cases(start_ptr, klen_ptr, qlen_ptr, N, BLOCK: tl.constexpr):
+    """The probes' inputs: case index i (valid where ok) and its block start, klen, qlen."""
+    i = tl.arange(0, BLOCK)
+    ok = i < N
+    start = tl.load(start_ptr + i, mask=ok, other=0)
+    klen = tl.load(klen_ptr + i, mask=ok, other=0)
+    qlen = tl.load(qlen_ptr + i, mask=ok, other=0)
+    return i, ok, start, klen, qlen
+
+
 @triton.jit
 def _q_range_probe(n0_ptr, klen_ptr, qlen_ptr, out_ptr, window, N, CAUSAL: tl.constexpr,
                    HAS_WINDOW: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_MQ: tl.constexpr,
                    BLOCK: tl.constexpr):
-    i = tl.arange(0, BLOCK)
-    ok = i < N
-    n0 = tl.load(n0_ptr + i, mask=ok, other=0)
-    klen = tl.load(klen_ptr + i, mask=ok, other=0)
-    qlen = tl.load(qlen_ptr + i, mask=ok, other=0)
+    i, ok, n0, klen, qlen = _load_cases(n0_ptr, klen_ptr, qlen_ptr, N, BLOCK)
     lo, nsteps = q_block_range(n0, klen, qlen, window, CAUSAL, HAS_WINDOW, BLOCK_N, BLOCK_MQ)
     tl.store(out_ptr + 2 * i, lo, mask=ok)
     tl.store(out_ptr + 2 * i + 1, nsteps, mask=ok)
@@ -187,11 +200,11 @@ def test_q_block_range_covers_visible_pairs(causal, window):
     """The KV-stationary backward's query range: every (query, key) pair a KV block sees is in it."""
     cases = [(n0, klen, qlen) for klen in (0, 1, 100, 130, 300) for qlen in (0, 1, 64, 200, 333)
              for n0 in range(0, max(klen, 1), 128)]
-    t = lambda col: torch.tensor([c[col] for c in cases], dtype=torch.int32, device=DEVICE)
+    cols, block = _case_columns(cases)
     out = torch.zeros(2 * len(cases), dtype=torch.int32, device=DEVICE)
-    _q_range_probe[(1,)](t(0), t(1), t(2), out, 0 if window is None else window, len(cases),
+    _q_range_probe[(1,)](*cols, out, 0 if window is None else window, len(cases),
                          CAUSAL=causal, HAS_WINDOW=window is not None, BLOCK_N=128, BLOCK_MQ=64,
-                         BLOCK=triton.next_power_of_2(len(cases)))
+                         BLOCK=block)
     out = out.view(-1, 2).cpu().tolist()
     for (n0, klen, qlen), (lo, nsteps) in zip(cases, out):
         for j in range(n0, min(n0 + 128, klen)):
@@ -204,11 +217,7 @@ def test_q_block_range_covers_visible_pairs(causal, window):
 def _last_keys_probe(m0_ptr, klen_ptr, qlen_ptr, out_ptr, window, N, CAUSAL: tl.constexpr,
                      HAS_WINDOW: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      BLOCK: tl.constexpr):
-    i = tl.arange(0, BLOCK)
-    ok = i < N
-    m0 = tl.load(m0_ptr + i, mask=ok, other=0)
-    klen = tl.load(klen_ptr + i, mask=ok, other=0)
-    qlen = tl.load(qlen_ptr + i, mask=ok, other=0)
+    i, ok, m0, klen, qlen = _load_cases(m0_ptr, klen_ptr, qlen_ptr, N, BLOCK)
     lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW, BLOCK_M, BLOCK_N)
     tl.store(out_ptr + 4 * i, lo, mask=ok)
     tl.store(out_ptr + 4 * i + 1, nblk, mask=ok)
@@ -224,11 +233,11 @@ def test_last_block_keys_bounds_every_visible_key(causal, window):
     `last_block_keys` from its start; without masks it is exact (klen - block start)."""
     cases = [(m0, klen, qlen) for klen in (1, 64, 65, 100, 130, 192, 300) for qlen in (1, 64, 100, 200, 333)
              for m0 in range(0, qlen, 128)]
-    t = lambda col: torch.tensor([c[col] for c in cases], dtype=torch.int32, device=DEVICE)
+    cols, block = _case_columns(cases)
     out = torch.zeros(4 * len(cases), dtype=torch.int32, device=DEVICE)
-    _last_keys_probe[(1,)](t(0), t(1), t(2), out, 0 if window is None else window, len(cases),
+    _last_keys_probe[(1,)](*cols, out, 0 if window is None else window, len(cases),
                            CAUSAL=causal, HAS_WINDOW=window is not None, BLOCK_M=128, BLOCK_N=128,
-                           BLOCK=triton.next_power_of_2(len(cases)))
+                           BLOCK=block)
     for (m0, klen, qlen), (lo, nblk, *keys) in zip(cases, out.view(-1, 4).cpu().tolist()):
         if nblk == 0:
             continue
