@@ -18,9 +18,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import statistics
-import time
 import warnings
+
+from benchmarks.jfa_profile import host_ms
 
 
 def _jit_functions():
@@ -43,22 +43,9 @@ def _compiled(fn) -> list:
     return kernels
 
 
-def _host_ms(step, calls: int) -> float:
-    import torch
-
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-        torch.cuda.synchronize()
-    return 1e3 * statistics.median(times)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--calls", type=int, default=20)  # few: the launch queue must not fill
     args = parser.parse_args(argv)
     import torch
 
@@ -119,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"dispatcher={dispatcher} grid proxies={proxies}")
     for line in dict.fromkeys(records):  # each distinct message once
         print(line)
-    print(f"host ms per call (median of {args.calls}, synchronised after each): "
-          f"forward {_host_ms(forward, args.calls):.3f}, forward+backward {_host_ms(forward_backward, args.calls):.3f}")
+    print(f"host ms per call (median of {args.calls} issued back to back): "
+          f"forward {host_ms(forward, args.calls):.3f}, forward+backward {host_ms(forward_backward, args.calls):.3f}")
     _positional_proxy_trial(k_off, B, q_len, args.calls)
     print(f"dispatcher engaged: {'yes' if engaged else 'no'}")
     return 0
@@ -151,7 +138,7 @@ def _positional_proxy_trial(k_off, B: int, q_len: int, calls: int) -> None:
         fn[(1,)](k_off, k_off, *outs[0], *scalars, **constexprs, **meta)
 
     try:
-        keyword_ms = _host_ms(keyword_launch, calls)
+        keyword_ms = host_ms(keyword_launch, calls)
         fn._fc_options_hash = hash(tuple(sorted(meta.items()))) & 0xFFFFFFFFFFFFFFFF  # as the autotuner
         fn._fc_meta_kwargs = meta
         fn._jit_proxy_cache = {}
@@ -161,7 +148,7 @@ def _positional_proxy_trial(k_off, B: int, q_len: int, calls: int) -> None:
         def proxy_launch():
             launcher(*positional(outs[1]))
 
-        proxy_ms = _host_ms(proxy_launch, calls)
+        proxy_ms = host_ms(proxy_launch, calls)
         torch.cuda.synchronize()
         same = all(torch.equal(a, b) for a, b in zip(*outs))
         print(f"positional proxy trial: {type(launcher).__name__}; host ms keyword {keyword_ms:.4f}, "
