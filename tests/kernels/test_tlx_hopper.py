@@ -179,14 +179,9 @@ def check_forward(case: Case, seed: int = 0, **config_fields) -> dict:
     q, k, v, q_off, k_off, q_lens, k_lens = make_inputs(case, seed)
     scale = 1.0 / math.sqrt(case.d)
     params = _params(case, scale)
-    config = None
-    if config_fields:
-        bcast = case.mode == "bcast"
-        config = dataclasses.replace(
-            tlx_hopper.fwd_config(case.d, bcast, case.max_q if bcast else 0,
-                                  tlx_hopper.call_tile_window(k, params)), **config_fields)
     tlx_hopper.POISON_OUTPUTS = True
-    out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
+    out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params,
+                                  config=_fwd_config(case, k, params, **config_fields))
     torch.cuda.synchronize()
     ref_out, ref_lse = reference(q, k, v, q_lens, k_lens, case, scale)
     res = {"case": case.name, "pass": "fwd"}
@@ -212,6 +207,18 @@ def check_forward(case: Case, seed: int = 0, **config_fields) -> dict:
     res["ok"] = not errs
     res["errors"] = errs
     return res
+
+
+def _fwd_config(case: Case, k, params, **fields):
+    """The launcher's FwdConfig for the case with `fields` replaced (None without fields)."""
+    from kernels import tlx_hopper
+
+    if not fields:
+        return None
+    bcast = case.mode == "bcast"
+    return dataclasses.replace(
+        tlx_hopper.fwd_config(case.d, bcast, case.max_q if bcast else 0,
+                              tlx_hopper.call_tile_window(k, params)), **fields)
 
 
 def _bwd_config(case: Case, k, params, **fields):
@@ -501,11 +508,10 @@ def test_skipping_idle_groups_changes_no_stored_value(case):
     q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
     params = _params(case, 1 / math.sqrt(case.d))
     bcast = case.mode == "bcast"
-    fwd = tlx_hopper.fwd_config(case.d, bcast, case.max_q if bcast else 0, tlx_hopper.call_tile_window(k, params))
     out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params)
     if not bcast:  # the forward's skip is for self/cross attention (test_tail_options_rule)
         out_s, lse_s = tlx_hopper.forward(q, k, v, q_off, k_off, params,
-                                          config=dataclasses.replace(fwd, skip_idle_groups=True))
+                                          config=_fwd_config(case, k, params, skip_idle_groups=True))
         assert torch.equal(out, out_s) and torch.equal(lse, lse_s)
     do = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(out.device, out.dtype)
     grads = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params)
@@ -529,14 +535,11 @@ def test_pdl_changes_nothing(case):
     kernel that read its schedule before the schedule kernel finished would read another call's."""
     from kernels import tlx_hopper
 
-    bcast = case.mode == "bcast"
     calls = []
     for seed in range(3):
         q, k, v, q_off, k_off, _, _ = make_inputs(case, seed)
         params = _params(case, 1 / math.sqrt(case.d))
-        fwd = tlx_hopper.fwd_config(case.d, bcast, case.max_q if bcast else 0,
-                                    tlx_hopper.call_tile_window(k, params))
-        calls.append(((q, k, v, q_off, k_off, params), dataclasses.replace(fwd, pdl=True),
+        calls.append(((q, k, v, q_off, k_off, params), _fwd_config(case, k, params, pdl=True),
                       _bwd_config(case, k, params, pdl=True)))
     tlx_hopper.POISON_OUTPUTS = True
     ref = [tlx_hopper.forward(*args) for args, _, _ in calls]
