@@ -24,7 +24,9 @@ max_kv=1024 H=4 q_len=128 at fill 0.1/0.5/0.9; jagged self-attention B=768 max=1
 `hopper_fa_ws_pipelined_pingpong_persistent`). fill = mean length / max, lengths uniform in
 [(2f-1)max, max] for f >= 0.5, else in [1, 2f max]. Times are medians of triton.testing.do_bench,
 end to end per call: the tlx forward includes building its schedule; varlen_attn gets Q expanded
-per batch ahead of time (not timed). FLOPs: fwd 4*H*D*sum(visible pairs); fwd+bwd 3.5x that.
+per batch ahead of time (not timed); its forward+backward resets the inputs' .grad before each
+call (until run 13 they accumulated: an in-place add over dq, dk and dv inside every timed call,
+0.8 ms of the 9.1 ms self fill-0.5 baseline). FLOPs: fwd 4*H*D*sum(visible pairs); fwd+bwd 3.5x that.
 Floor = max(FLOPs / 788 TFLOP/s, min bytes / 4.3 TB/s); min bytes reads q (once), k, v and writes
 out (+ lse): backward adds reading do, out and writing dq, dk, dv.
 """
@@ -101,8 +103,10 @@ def build(sh, dtype=torch.bfloat16, d=128, seed=0):
                 bwd_bytes=bwd_bytes, total_out=total_out)
 
 
-def bench(fn):
-    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+def bench(fn, grads=None):
+    """Median ms of fn; grads: leaf tensors whose .grad is reset before each call, so a backward
+    writes fresh gradients instead of adding into the previous call's (a training step's cost)."""
+    return triton.testing.do_bench(fn, warmup=25, rep=100, grad_to_none=grads, return_mode="median")
 
 
 def graph_bench(fn):
@@ -182,7 +186,7 @@ def run_shape(sh, do_bwd, tut, graphs=False):
         def varlen_fb():
             o = varlen_attn(qg, kg, vg, cu_q, k_off, max_q, max_k, scale=scale)
             o.backward(do)
-        row["varlen_fwdbwd_ms"] = bench(varlen_fb)
+        row["varlen_fwdbwd_ms"] = bench(varlen_fb, grads=[qg, kg, vg])
         dov = do[: x["total_out"]].contiguous()
 
         def tlx_fb():
