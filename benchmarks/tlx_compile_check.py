@@ -23,8 +23,7 @@ TARGET = GPUTarget("cuda", 90, 128)
 # in the D=128 dK/dV pass that the launched kernel does not have).
 ALIGNED_PTRS = True
 PTX_WORDS = ("wgmma.mma_async", "cp.async.bulk.tensor", "mbarrier.try_wait", "bar.sync",
-             "bar.arrive", "setmaxnreg", "red.global", "atom.global", "cp.reduce.async.bulk",
-             "griddepcontrol")
+             "bar.arrive", "setmaxnreg", "red.global", "atom.global", "cp.reduce.async.bulk")
 
 
 def _tdesc(dt, rows, cols):
@@ -46,7 +45,7 @@ def fwd_variants(overrides: dict | None = None):
             continue  # dtype does not change control flow; keep the list short
         cfg = dataclasses.replace(fwd_config(d, bcast, q_len), **(overrides or {}))
         if bcast:  # self/cross-only fields: the launcher refuses them with broadcast_q
-            cfg = dataclasses.replace(cfg, tma_store_o=False, half_kv_tail=False, skip_idle_groups=False)
+            cfg = dataclasses.replace(cfg, tma_store_o=False, skip_idle_groups=False)
         name = (f"fwd d{d} {dt} causal={int(causal)} window={int(window)} bcast={int(bcast)}"
                 f" q{q_len if bcast else '-'} G{cfg.num_groups} BN{cfg.block_n}")
         yield name, cfg, d, dt, causal, window, bcast
@@ -67,12 +66,12 @@ def compile_fwd(cfg, d, dt, causal, window, bcast):
                  NUM_BUF_Q=cfg.num_buf_q, NUM_BUF_KV=cfg.num_buf_kv,
                  CONSUMER_REGS=cfg.consumer_regs, CAUSAL=causal, HAS_WINDOW=window,
                  BROADCAST_Q=bcast, RESIDENT=bcast, TMA_STORE_O=cfg.tma_store_o,
-                 HALF_KV_TAIL=cfg.half_kv_tail, SKIP_IDLE_GROUPS=cfg.skip_idle_groups, PDL=cfg.pdl)
+                 SKIP_IDLE_GROUPS=cfg.skip_idle_groups)
     for k in const:
         sig[k] = "constexpr"
     src = triton.compiler.ASTSource(fn=jfa_fwd_kernel, signature=sig, constexprs=const,
                                     attrs=_pointer_attrs(jfa_fwd_kernel, sig))
-    return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1, launch_pdl=cfg.pdl))
+    return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1))
 
 
 def _pointer_attrs(fn, sig):
@@ -127,8 +126,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
         ints = ("window", "B", "HKV", "G", "q_len", "NUM_NB", "total_out", "tile_window")
         const = dict(HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs,
                      CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast,
-                     TMA_EPILOGUE=cfg.dkdv_tma_store, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
-                     PDL=cfg.pdl)
+                     TMA_EPILOGUE=cfg.dkdv_tma_store)
     else:
         fn = jfa_bwd_dq_kernel
         sig["desc_k"] = sig["desc_v"] = _tdesc(dt, cfg.dq_block_n, d)
@@ -137,14 +135,13 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
         ints = ("window", "B", "H", "G", "q_len", "NUM_MB", "total_out", "ctas_per_pair", "tile_window")
         const = dict(HEAD_DIM=d, BLOCK_N=cfg.dq_block_n, NUM_GROUPS=cfg.dq_groups,
                      NUM_BUF_KV=cfg.dq_buf_kv, CONSUMER_REGS=cfg.dq_regs, CAUSAL=causal,
-                     HAS_WINDOW=window, BROADCAST_Q=bcast, RESIDENT=bcast,
-                     SKIP_IDLE_GROUPS=cfg.skip_idle_groups, PDL=cfg.pdl)
+                     HAS_WINDOW=window, BROADCAST_Q=bcast, RESIDENT=bcast)
     sig.update({"lse_ptr": "*fp32", "delta_ptr": "*fp32", "q_off": "*i32", "k_off": "*i32",
                 "tile_entry": "*i32", "n_entries": "*i32", "sm_scale": "fp32"})
     sig.update({k: "i32" for k in ints})
     sig.update({k: "constexpr" for k in const})
     src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const, attrs=_pointer_attrs(fn, sig))
-    return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1, launch_pdl=cfg.pdl))
+    return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1))
 
 
 def report(name, k, dump=None):

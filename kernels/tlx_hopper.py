@@ -107,15 +107,11 @@ class FwdConfig:
     # (tlx_schedule's docstring); 1: heads of one entry adjacent, 0: one sequence's q-blocks;
     # the launchers pick 0 or 1 by `tile_window_for`
     tile_window: int = 1
-    # self/cross only (both): a group's last KV block on its first block_n/2 keys when its rows
-    # see no key past them (jagged tails; group 0 on the causal diagonal), half the tail's wgmma
-    # work; a group whose 64 rows all lie past qlen (a sequence's last q-block) skips the math and
-    # only keeps the rings' and the ping-pong's protocol
-    half_kv_tail: bool = False
+    # self/cross only, on in `fwd_config`'s choice: a group whose 64 rows all lie past qlen (a
+    # sequence's last q-block) skips the math and only keeps the rings' and the ping-pong's
+    # protocol. H200: self fill 0.5 forward -6 % (median of 7 A/Bs), fill 1.0 neutral; the skipped
+    # rows are never stored, so outputs are bit-identical to it off
     skip_idle_groups: bool = False
-    # programmatic dependent launch: the kernel starts while the schedule kernel before it runs
-    # (which triggers it early) and waits for it (griddepcontrol.wait) before reading anything
-    pdl: bool = False
 
     @property
     def block_m(self) -> int:
@@ -140,9 +136,11 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 
     if broadcast_q:
         return FwdConfig(num_groups=2, block_n=128, num_buf_q=1, num_buf_kv=3, consumer_regs=232,
                          tile_window=tile_window)
-    # self/cross: O by TMA store, staged in the Q slot it no longer needs (run 10: 3-7 % forward)
+    # self/cross: O by TMA store, staged in the Q slot it no longer needs (run 10: 3-7 % forward);
+    # groups without rows skip the math (FwdConfig.skip_idle_groups)
     return FwdConfig(num_groups=2, block_n=128, num_buf_q=2, num_buf_kv=3 if head_dim <= 64 else 2,
-                     consumer_regs=232, tma_store_o=True, tile_window=tile_window)
+                     consumer_regs=232, tma_store_o=True, skip_idle_groups=True,
+                     tile_window=tile_window)
 
 
 def _check_tile_window(cfg: FwdConfig | BwdConfig) -> None:
@@ -206,10 +204,9 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         raise ValueError("tlx FwdConfig: tma_store_o needs self/cross attention (not broadcast_q) and "
                          "num_buf_q >= 2: O is staged in a group's Q slot while the next tile's Q "
                          "loads into the other")
-    if broadcast and (cfg.half_kv_tail or cfg.skip_idle_groups):
-        raise ValueError("tlx FwdConfig: half_kv_tail and skip_idle_groups need self/cross attention "
-                         "(not broadcast_q): with O stored by tl.store their branches would need "
-                         "~48 KB more shared memory than an SM has")
+    if broadcast and cfg.skip_idle_groups:
+        raise ValueError("tlx FwdConfig: skip_idle_groups needs self/cross attention (not broadcast_q): "
+                         "it is only tested and measured there")
     max_q = q_len if broadcast else int(params.max_seq_len_q)
     num_mb = max(1, triton_cdiv(max_q, cfg.block_m))
     window = params.window_size
@@ -235,8 +232,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         HEAD_DIM=d, BLOCK_N=cfg.block_n, NUM_GROUPS=cfg.num_groups, NUM_BUF_Q=cfg.num_buf_q,
         NUM_BUF_KV=cfg.num_buf_kv, CONSUMER_REGS=cfg.consumer_regs, CAUSAL=bool(params.causal),
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
-        TMA_STORE_O=cfg.tma_store_o, HALF_KV_TAIL=cfg.half_kv_tail,
-        SKIP_IDLE_GROUPS=cfg.skip_idle_groups, PDL=cfg.pdl, launch_pdl=cfg.pdl, num_warps=4,
+        TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups, num_warps=4,
         num_stages=1)
     return out, lse
 
@@ -258,10 +254,6 @@ class BwdConfig:
     dkdv_regs: int = 240
     dkdv_tma_store: bool = True  # dk/dv pass: full 64-row halves leave by TMA store (else tl.store)
     tile_window: int = 1  # both passes, as FwdConfig.tile_window (0: one sequence's blocks)
-    # both passes: a warpgroup whose rows (dK/dV: key rows, dQ: query rows) all lie past the
-    # sequence's end skips the math and only keeps the rings' protocol
-    skip_idle_groups: bool = False
-    pdl: bool = False  # both passes, as FwdConfig.pdl
 
     @property
     def dq_block_m(self) -> int:
@@ -341,8 +333,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        SKIP_IDLE_GROUPS=cfg.skip_idle_groups, PDL=cfg.pdl, launch_pdl=cfg.pdl, num_warps=4,
-        num_stages=1)
+        num_warps=4, num_stages=1)
 
     # dQ: Q-stationary (the forward's schedule shape)
     bm = cfg.dq_block_m
@@ -380,8 +371,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         cfg.tile_window or num_mb,
         HEAD_DIM=d, BLOCK_N=cfg.dq_block_n, NUM_GROUPS=cfg.dq_groups, NUM_BUF_KV=cfg.dq_buf_kv,
         CONSUMER_REGS=cfg.dq_regs, CAUSAL=causal, HAS_WINDOW=window is not None,
-        BROADCAST_Q=broadcast, RESIDENT=resident, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
-        PDL=cfg.pdl, launch_pdl=cfg.pdl, num_warps=4, num_stages=1)
+        BROADCAST_Q=broadcast, RESIDENT=resident, num_warps=4, num_stages=1)
     if broadcast and resident:
         _jfa_dq_reduce_kernel[(triton_cdiv(bm, 64), pairs)](
             part, dq, q_len, hq, cpp, HEAD_DIM=d, BLOCK_M=bm, BLOCK_R=64, num_warps=4)

@@ -31,10 +31,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
-from triton.language.extra.cuda import gdc_wait
 
-from kernels.tlx_schedule import (kv_block_range, kv_unmasked_range, last_block_keys, n_iterations,
-                                  seq_bounds, tile_at)
+from kernels.tlx_schedule import (kv_block_range, kv_unmasked_range, n_iterations, seq_bounds,
+                                  tile_at)
 
 BLOCK_M_SPLIT = tl.constexpr(64)  # query rows per consumer warpgroup (one wgmma M)
 PINGPONG_BAR = tl.constexpr(9)  # named barriers PINGPONG_BAR + c, c < NUM_GROUPS
@@ -95,37 +94,16 @@ def _release_staged_q_slot(q_empties, release, held_o):
 
 
 @triton.jit
-def _last_block_pv(p, v_tiles, v_fulls, v_empties, acc, cnt, NUM_BUF_KV: tl.constexpr,
-                   BLOCK_N: tl.constexpr, KEYS: tl.constexpr, HEAD_DIM: tl.constexpr):
-    """Epilogue: PV of the tile's last block (probabilities p over its first KEYS keys)."""
-    v_idx, v_phase = _bufidx_phase(cnt - 1, NUM_BUF_KV)
-    tlx.barrier_wait(v_fulls[v_idx], v_phase)
-    v_tile = v_tiles[v_idx]
-    if KEYS < BLOCK_N:  # (a shared-memory view cannot be returned from a helper: sliced inline)
-        v_tile = tlx.local_slice(v_tile, [0, 0], [KEYS, HEAD_DIM])
-    acc = tlx.async_dot(p, v_tile, acc)
-    acc = tlx.async_dot_wait(0, acc)
-    tlx.barrier_arrive(v_empties[v_idx], 1)
-    return acc
-
-
-@triton.jit
 def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p,
                       m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
                       cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
                       CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, MASK: tl.constexpr,
-                      BLOCK_N: tl.constexpr, KEYS: tl.constexpr, HEAD_DIM: tl.constexpr):
-    """Steady state: QK^T of block cnt overlapped with PV of block cnt-1 (p holds its probs).
-
-    KEYS < BLOCK_N: only the block's first KEYS keys are scored (a tail the rows see no further
-    than that); the returned probabilities are [rows, KEYS]."""
+                      BLOCK_N: tl.constexpr):
+    """Steady state: QK^T of block cnt overlapped with PV of block cnt-1 (p holds its probs)."""
     k_idx, k_phase = _bufidx_phase(cnt, NUM_BUF_KV)
     tlx.barrier_wait(k_fulls[k_idx], k_phase)
-    k_tile = k_tiles[k_idx]
-    if KEYS < BLOCK_N:
-        k_tile = tlx.local_slice(k_tile, [0, 0], [KEYS, HEAD_DIM])
     _pingpong_enter(cid, NUM_GROUPS)
-    qk = tlx.async_dot(q_buf, tlx.local_trans(k_tile))
+    qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
     _pingpong_leave(cid, NUM_GROUPS)
     v_idx, v_phase = _bufidx_phase(cnt - 1, NUM_BUF_KV)
     tlx.barrier_wait(v_fulls[v_idx], v_phase)
@@ -133,7 +111,7 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
     qk = tlx.async_dot_wait(1, qk)
     tlx.barrier_arrive(k_empties[k_idx], 1)
     p_f32, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window,
-                                            CAUSAL, HAS_WINDOW, MASK, KEYS)
+                                            CAUSAL, HAS_WINDOW, MASK, BLOCK_N)
     acc = tlx.async_dot_wait(0, acc)  # PV done: V slot free, acc safe to rescale
     tlx.barrier_arrive(v_empties[v_idx], 1)
     acc = acc * alpha[:, None]
@@ -151,8 +129,7 @@ def jfa_fwd_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, NUM_GROUPS: tl.constexpr,
     NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
-    RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, HALF_KV_TAIL: tl.constexpr,
-    SKIP_IDLE_GROUPS: tl.constexpr, PDL: tl.constexpr,
+    RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -176,8 +153,6 @@ def jfa_fwd_kernel(
     # O is staged in the group's Q tile (NUM_BUF_Q >= 2: the next tile's Q arrives in the other
     # slot while the store drains); broadcast Q stays resident, so it has no free tile for O
     tl.static_assert(not (TMA_STORE_O and BROADCAST_Q), "TMA_STORE_O is for self/cross attention")
-    if PDL:  # launched early (programmatic dependent launch): nothing above reads global memory
-        gdc_wait()
     n_tiles = tl.load(n_entries) * H  # generic schedule: (entry, head) tiles
     n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
 
@@ -304,16 +279,6 @@ def jfa_fwd_kernel(
                             acc = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=tl.float32)
                             a, c = kv_unmasked_range(m0, qlen, klen, window, lo, nblk, CAUSAL,
                                                      HAS_WINDOW, BLOCK_M, BLOCK_N)
-                            # the last block on its first half only, when this group's rows see
-                            # no key past it there (a jagged tail; the causal diagonal of group 0)
-                            half = False
-                            n_full = nblk
-                            if HALF_KV_TAIL:
-                                rmax = tl.minimum(m0 + (cid + 1) * BM_SPLIT, qlen) - 1
-                                half = (nblk >= 2) & (c < nblk) & (
-                                    last_block_keys(rmax, klen, window, lo, nblk, CAUSAL, HAS_WINDOW,
-                                                    BLOCK_N) <= BLOCK_N // 2)
-                                n_full = nblk - half.to(tl.int32)
 
                             # prologue: QK^T of block 0 (masked), no PV yet
                             k_idx, k_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
@@ -331,37 +296,31 @@ def jfa_fwd_kernel(
                             if TMA_STORE_O:
                                 _release_staged_q_slot(q_empties, release, held_o)
                             held_o = 0
-                            # masked head [1, a), unmasked bulk [a, c), masked tail [c, n_full)
+                            # masked head [1, a), unmasked bulk [a, c), masked tail [c, nblk)
                             for j in range(1, a):
                                 acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                     q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                     qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                                    BLOCK_N, BLOCK_N, HEAD_DIM)
+                                    BLOCK_N)
                             for j in range(a, c):
                                 acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                     q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                     qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False,
-                                    BLOCK_N, BLOCK_N, HEAD_DIM)
-                            for j in range(c, n_full):
+                                    BLOCK_N)
+                            for j in range(c, nblk):
                                 acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                     q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                     qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                                    BLOCK_N, BLOCK_N, HEAD_DIM)
-                            if half:
-                                HALF: tl.constexpr = BLOCK_N // 2
-                                acc, p_half, m_i, l_i, cnt_kv = _consume_kv_block(
-                                    q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
-                                    acc, p, m_i, l_i, cnt_kv, lo + n_full * BLOCK_N, rows, klen,
-                                    window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
-                                    HAS_WINDOW, True, BLOCK_N, HALF, HEAD_DIM)
-                                acc = _last_block_pv(p_half, v_tiles, v_fulls, v_empties, acc, cnt_kv,
-                                                     NUM_BUF_KV, BLOCK_N, HALF, HEAD_DIM)
-                            else:
-                                acc = _last_block_pv(p, v_tiles, v_fulls, v_empties, acc, cnt_kv,
-                                                     NUM_BUF_KV, BLOCK_N, BLOCK_N, HEAD_DIM)
+                                    BLOCK_N)
+                            # epilogue: PV of the last block
+                            v_idx, v_phase = _bufidx_phase(cnt_kv - 1, NUM_BUF_KV)
+                            tlx.barrier_wait(v_fulls[v_idx], v_phase)
+                            acc = tlx.async_dot(p, v_tiles[v_idx], acc)
+                            acc = tlx.async_dot_wait(0, acc)
+                            tlx.barrier_arrive(v_empties[v_idx], 1)
                             # normalise; rows that saw no visible key keep O = 0, LSE = -inf
                             l_safe = tl.where(l_i == 0.0, 1.0, l_i)
                             o = (acc / l_safe[:, None]).to(dtype)  # cast before the store's relayout

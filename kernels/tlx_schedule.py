@@ -44,7 +44,6 @@ import weakref
 import torch
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents
 from torch.utils.weak import WeakIdKeyDictionary
 
 from kernels.common import offsets_versioned, tracked_version
@@ -67,19 +66,6 @@ def kv_block_range(m0, qlen, klen, window, CAUSAL: tl.constexpr, HAS_WINDOW: tl.
         hi = tl.minimum(hi, rmax + window + 1)
     nblk = tl.where((hi > lo) & (m0 < qlen), (hi - lo + BLOCK_N - 1) // BLOCK_N, 0)
     return lo, nblk
-
-
-@triton.jit
-def last_block_keys(rmax, klen, window, lo, nblk, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
-                    BLOCK_N: tl.constexpr):
-    """How many leading keys of the last of `nblk` KV blocks from `lo` the query rows <= rmax can
-    see (<= 0: none); the rest of that block is masked for them."""
-    hi = klen
-    if CAUSAL:
-        hi = tl.minimum(hi, rmax + 1)
-    if HAS_WINDOW:
-        hi = tl.minimum(hi, rmax + window + 1)
-    return hi - (lo + (nblk - 1) * BLOCK_N)
 
 
 @triton.jit
@@ -182,15 +168,9 @@ def n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT: tl.constexpr):
 def _jfa_schedule_kernel(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, window,
                          CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
                          KV_STATIONARY: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                         BLOCK: tl.constexpr, NUM_BUCKETS: tl.constexpr, EARLY_LAUNCH: tl.constexpr):
+                         BLOCK: tl.constexpr, NUM_BUCKETS: tl.constexpr):
     """Ordered entries. Q-stationary (forward, dq): entry = (b, q-block), work = KV blocks.
-    KV-stationary (dk/dv): entry = (b, kv-block of BLOCK_M rows), work = q steps of BLOCK_N rows.
-
-    EARLY_LAUNCH: a kernel launched after this one with programmatic dependent launch (the tlx
-    kernels' `pdl` option) may start now and set itself up; it waits (griddepcontrol.wait) for
-    this one to finish before reading the schedule. No effect on a kernel launched without it."""
-    if EARLY_LAUNCH:
-        gdc_launch_dependents()
+    KV-stationary (dk/dv): entry = (b, kv-block of BLOCK_M rows), work = q steps of BLOCK_N rows."""
     e = tl.arange(0, BLOCK)
     in_range = e < B * NUM_MB
     b = tl.where(in_range, e // NUM_MB, 0)
@@ -289,8 +269,7 @@ def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, 
         q_off if q_off is not None else k_off, k_off, tile_entry, n_entries, B, q_len, num_mb,
         0 if window is None else window, CAUSAL=causal, HAS_WINDOW=window is not None,
         BROADCAST_Q=broadcast_q, KV_STATIONARY=kv_stationary, BLOCK_M=block_m, BLOCK_N=block_n,
-        BLOCK=block, NUM_BUCKETS=PRIORITY_BUCKETS, EARLY_LAUNCH=k_off.is_cuda,  # not the interpreter
-        num_warps=4 if block <= 4096 else 8)
+        BLOCK=block, NUM_BUCKETS=PRIORITY_BUCKETS, num_warps=4 if block <= 4096 else 8)
     return tile_entry, n_entries
 
 

@@ -171,17 +171,13 @@ def _rel(a, b):
     return ((a - b).norm() / b.norm().clamp_min(1e-6)).item()
 
 
-def check_forward(case: Case, seed: int = 0, **config_fields) -> dict:
-    """The forward against the fp32 reference; config_fields replace fields of the launcher's
-    FwdConfig for this call."""
+def check_forward(case: Case, seed: int = 0) -> dict:
     from kernels import tlx_hopper
 
     q, k, v, q_off, k_off, q_lens, k_lens = make_inputs(case, seed)
     scale = 1.0 / math.sqrt(case.d)
-    params = _params(case, scale)
     tlx_hopper.POISON_OUTPUTS = True
-    out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params,
-                                  config=_fwd_config(case, k, params, **config_fields))
+    out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, _params(case, scale))
     torch.cuda.synchronize()
     ref_out, ref_lse = reference(q, k, v, q_lens, k_lens, case, scale)
     res = {"case": case.name, "pass": "fwd"}
@@ -209,47 +205,20 @@ def check_forward(case: Case, seed: int = 0, **config_fields) -> dict:
     return res
 
 
-def _fwd_config(case: Case, k, params, **fields):
-    """The launcher's FwdConfig for the case with `fields` replaced (None without fields)."""
-    from kernels import tlx_hopper
-
-    if not fields:
-        return None
-    bcast = case.mode == "bcast"
-    return dataclasses.replace(
-        tlx_hopper.fwd_config(case.d, bcast, case.max_q if bcast else 0,
-                              tlx_hopper.call_tile_window(k, params)), **fields)
-
-
-def _bwd_config(case: Case, k, params, **fields):
-    """The launcher's BwdConfig for the case with `fields` replaced (None without fields)."""
-    from kernels import tlx_hopper
-
-    if not fields:
-        return None
-    bcast = case.mode == "bcast"
-    n_sm = case.grid or tlx_hopper._num_sms(k.device.index or 0)
-    return dataclasses.replace(
-        tlx_hopper.bwd_config(case.d, bcast, case.max_q if bcast else 0, case.hq, n_sm,
-                              tlx_hopper.call_tile_window(k, params)), **fields)
-
-
-def check_backward(case: Case, seed: int = 0, **config_fields) -> dict:
-    """(dq, dk, dv) against fp32 autograd through the reference; config_fields replace fields of
-    the launcher's BwdConfig."""
+def check_backward(case: Case, seed: int = 0) -> dict:
+    """(dq, dk, dv) against fp32 autograd through the reference."""
     from kernels import tlx_hopper
 
     q, k, v, q_off, k_off, q_lens, k_lens = make_inputs(case, seed)
     scale = 1.0 / math.sqrt(case.d)
     params = _params(case, scale)
-    config = _bwd_config(case, k, params, **config_fields)
     tlx_hopper.POISON_OUTPUTS = True
     tlx_hopper.GRID_OVERRIDE = case.grid
     try:
         out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params)
         g = torch.Generator(device=q.device).manual_seed(seed + 1)
         do = torch.randn(out.shape, generator=g, device=q.device, dtype=out.dtype)
-        dq, dk, dv = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params, config=config)
+        dq, dk, dv = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params)
         torch.cuda.synchronize()
     finally:
         tlx_hopper.GRID_OVERRIDE = None
@@ -380,8 +349,7 @@ def bwd_cases() -> list[Case]:
 
 def tail_cases() -> list[Case]:
     """Self/cross cases whose last q-blocks leave a consumer group without rows (lengths not
-    multiples of 64) and whose last KV blocks hold at most half a block of visible keys (jagged
-    tails, the causal diagonal), for `half_kv_tail` and `skip_idle_groups`."""
+    multiples of 64), for `skip_idle_groups`."""
     return [Case("self", 40, 300, 300, 2, 2, 128, "bf16"), Case("self", 40, 300, 300, 2, 2, 64, "bf16", True),
             Case("self", 40, 300, 300, 4, 2, 128, "bf16", False, 37),
             Case("self", 40, 333, 333, 2, 2, 128, "bf16", True, 100),
@@ -472,89 +440,35 @@ def test_config_tile_window_rule(tile_window):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("field", ["half_kv_tail", "skip_idle_groups"])
-def test_tail_options_rule(field):
+def test_skip_idle_groups_rule():
     from kernels import tlx_hopper
 
     case = Case("bcast", 4, 128, 64)
     q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
-    cfg = dataclasses.replace(tlx_hopper.fwd_config(case.d, True, case.max_q), **{field: True})
-    with pytest.raises(ValueError, match=r"half_kv_tail and skip_idle_groups need self/cross attention"):
+    cfg = dataclasses.replace(tlx_hopper.fwd_config(case.d, True, case.max_q), skip_idle_groups=True)
+    with pytest.raises(ValueError, match=r"skip_idle_groups needs self/cross attention"):
         tlx_hopper.forward(q, k, v, q_off, k_off, _params(case, 0.1), config=cfg)
 
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", tail_cases(), ids=lambda c: c.name)
-@pytest.mark.parametrize("fields", [{"half_kv_tail": True}, {"skip_idle_groups": True},
-                                    {"half_kv_tail": True, "skip_idle_groups": True}],
-                         ids=["half_tail", "skip_idle", "both"])
-def test_forward_tail_options(case, fields):
-    res = check_forward(case, seed=zlib.crc32(case.name.encode()), **fields)
-    assert res["ok"], res
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", tail_cases() + [Case("bcast", 60, 300, 200, 2, 2, 128, "bf16"),
-                                                  Case("bcast", 50, 100, 129, 2, 2, 128, "bf16")],
-                         ids=lambda c: c.name)
 def test_skipping_idle_groups_changes_no_stored_value(case):
     """A skipped warpgroup's rows lie past the sequence and are never stored; the others compute
-    exactly as before: forward and gradients bit-identical to the default, and the backward with
-    the skip against the reference."""
+    exactly as without the skip: the default forward (skip on) against the reference, and
+    bit-identical to skip_idle_groups=False."""
     from kernels import tlx_hopper
 
+    res = check_forward(case, seed=zlib.crc32(case.name.encode()))
+    assert res["ok"], res
     q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
     params = _params(case, 1 / math.sqrt(case.d))
-    bcast = case.mode == "bcast"
     out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params)
-    if not bcast:  # the forward's skip is for self/cross attention (test_tail_options_rule)
-        out_s, lse_s = tlx_hopper.forward(q, k, v, q_off, k_off, params,
-                                          config=_fwd_config(case, k, params, skip_idle_groups=True))
-        assert torch.equal(out, out_s) and torch.equal(lse, lse_s)
-    do = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(out.device, out.dtype)
-    grads = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params)
-    grads_s = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params,
-                                  config=_bwd_config(case, k, params, skip_idle_groups=True))
-    for name, g, g_s in zip("qkv", grads, grads_s):
-        assert torch.equal(g, g_s), f"d{name} changed by skip_idle_groups"
-    res = check_backward(case, seed=zlib.crc32(case.name.encode()), skip_idle_groups=True)
-    assert res["ok"], res
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", [Case("self", 40, 300, 300, 4, 2, 128, "bf16", True),
-                                  Case("cross", 40, 200, 333, 2, 2, 64, "bf16", False, 37),
-                                  Case("bcast", 200, 192, 300, 3, 3), Case("bcast", 100, 128, 300, 3, 3)],
-                         ids=lambda c: c.name)
-def test_pdl_changes_nothing(case):
-    """Programmatic dependent launch only moves when the kernels start: every output and gradient
-    bit-identical to the default launch. Calls on inputs of different lengths go back to back, so a
-    kernel that read its schedule before the schedule kernel finished would read another call's."""
-    from kernels import tlx_hopper
-
-    calls = []
-    for seed in range(3):
-        q, k, v, q_off, k_off, _, _ = make_inputs(case, seed)
-        params = _params(case, 1 / math.sqrt(case.d))
-        calls.append(((q, k, v, q_off, k_off, params), _fwd_config(case, k, params, pdl=True),
-                      _bwd_config(case, k, params, pdl=True)))
-    tlx_hopper.POISON_OUTPUTS = True
-    ref = [tlx_hopper.forward(*args) for args, _, _ in calls]
-    got = [tlx_hopper.forward(*args, config=fwd) for args, fwd, _ in calls]
-    for (out, lse), (out_p, lse_p) in zip(ref, got):
-        assert torch.equal(out, out_p) and torch.equal(lse, lse_p)
-    dos = [torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(out.device, out.dtype)
-           for out, _ in ref]
-    ref_g = [tlx_hopper.backward(do, *args[:3], out, lse, *args[3:]) for do, (out, lse), (args, _, _)
-             in zip(dos, ref, calls)]
-    got_g = [tlx_hopper.backward(do, *args[:3], out, lse, *args[3:], config=bwd)
-             for do, (out, lse), (args, _, bwd) in zip(dos, ref, calls)]
-    for grads, grads_p in zip(ref_g, got_g):
-        for name, g, g_p in zip("qkv", grads, grads_p):
-            assert torch.equal(g, g_p), f"d{name} changed by pdl"
+    default = tlx_hopper.fwd_config(case.d, False, 0, tlx_hopper.call_tile_window(k, params))
+    assert default.skip_idle_groups
+    no_skip = dataclasses.replace(default, skip_idle_groups=False)
+    out_n, lse_n = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=no_skip)
+    assert torch.equal(out, out_n) and torch.equal(lse, lse_n)
 
 
 @pytest.mark.gpu

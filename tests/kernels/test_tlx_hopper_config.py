@@ -34,3 +34,10 @@ def test_configs_carry_the_chosen_window(broadcast_q, q_len, window):
     assert bwd_config(128, broadcast_q, q_len, 4, 132, window).tile_window == window
     # the tile shapes themselves do not depend on it
     assert fwd_config(128, broadcast_q, q_len, window).block_m == fwd_config(128, broadcast_q, q_len).block_m
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("broadcast_q,q_len", [(False, 0), (True, 192), (True, 128)])
+def test_idle_groups_skipped_for_self_and_cross_only(head_dim, broadcast_q, q_len):
+    # the launcher refuses skip_idle_groups with broadcast_q
+    assert fwd_config(head_dim, broadcast_q, q_len).skip_idle_groups == (not broadcast_q)

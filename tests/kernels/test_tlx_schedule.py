@@ -18,8 +18,7 @@ import triton
 import triton.language as tl
 
 from kernels.tlx_schedule import (PRIORITY_BUCKETS, build_schedule, kv_block_range,
-                                  kv_unmasked_range, last_block_keys, n_iterations, q_block_range,
-                                  seq_bounds,
+                                  kv_unmasked_range, n_iterations, q_block_range, seq_bounds,
                                   tile_at)
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -168,28 +167,15 @@ def test_broadcast_schedule(causal, window, q_len, block_m, block_n, n_prog, res
     _check(None, k_lens, H, True, q_len, causal, window, block_m, block_n, n_prog, resident)
 
 
-def _case_columns(cases):
-    """(block start, klen, qlen) cases as three int32 device columns and the probe's block size."""
-    cols = [torch.tensor([c[k] for c in cases], dtype=torch.int32, device=DEVICE) for k in range(3)]
-    return cols, triton.next_power_of_2(len(cases))
-
-
-@triton.jit
-def _load_cases(start_ptr, klen_ptr, qlen_ptr, N, BLOCK: tl.constexpr):
-    """The probes' inputs: case index i (valid where ok) and its block start, klen, qlen."""
-    i = tl.arange(0, BLOCK)
-    ok = i < N
-    start = tl.load(start_ptr + i, mask=ok, other=0)
-    klen = tl.load(klen_ptr + i, mask=ok, other=0)
-    qlen = tl.load(qlen_ptr + i, mask=ok, other=0)
-    return i, ok, start, klen, qlen
-
-
 @triton.jit
 def _q_range_probe(n0_ptr, klen_ptr, qlen_ptr, out_ptr, window, N, CAUSAL: tl.constexpr,
                    HAS_WINDOW: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_MQ: tl.constexpr,
                    BLOCK: tl.constexpr):
-    i, ok, n0, klen, qlen = _load_cases(n0_ptr, klen_ptr, qlen_ptr, N, BLOCK)
+    i = tl.arange(0, BLOCK)
+    ok = i < N
+    n0 = tl.load(n0_ptr + i, mask=ok, other=0)
+    klen = tl.load(klen_ptr + i, mask=ok, other=0)
+    qlen = tl.load(qlen_ptr + i, mask=ok, other=0)
     lo, nsteps = q_block_range(n0, klen, qlen, window, CAUSAL, HAS_WINDOW, BLOCK_N, BLOCK_MQ)
     tl.store(out_ptr + 2 * i, lo, mask=ok)
     tl.store(out_ptr + 2 * i + 1, nsteps, mask=ok)
@@ -200,55 +186,17 @@ def test_q_block_range_covers_visible_pairs(causal, window):
     """The KV-stationary backward's query range: every (query, key) pair a KV block sees is in it."""
     cases = [(n0, klen, qlen) for klen in (0, 1, 100, 130, 300) for qlen in (0, 1, 64, 200, 333)
              for n0 in range(0, max(klen, 1), 128)]
-    cols, block = _case_columns(cases)
+    t = lambda col: torch.tensor([c[col] for c in cases], dtype=torch.int32, device=DEVICE)
     out = torch.zeros(2 * len(cases), dtype=torch.int32, device=DEVICE)
-    _q_range_probe[(1,)](*cols, out, 0 if window is None else window, len(cases),
+    _q_range_probe[(1,)](t(0), t(1), t(2), out, 0 if window is None else window, len(cases),
                          CAUSAL=causal, HAS_WINDOW=window is not None, BLOCK_N=128, BLOCK_MQ=64,
-                         BLOCK=block)
+                         BLOCK=triton.next_power_of_2(len(cases)))
     out = out.view(-1, 2).cpu().tolist()
     for (n0, klen, qlen), (lo, nsteps) in zip(cases, out):
         for j in range(n0, min(n0 + 128, klen)):
             for i in range(qlen):
                 if (not causal or j <= i) and (window is None or abs(i - j) <= window):
                     assert lo <= i < lo + nsteps * 64, (n0, klen, qlen, lo, nsteps, i, j)
-
-
-@triton.jit
-def _last_keys_probe(m0_ptr, klen_ptr, qlen_ptr, out_ptr, window, N, CAUSAL: tl.constexpr,
-                     HAS_WINDOW: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     BLOCK: tl.constexpr):
-    i, ok, m0, klen, qlen = _load_cases(m0_ptr, klen_ptr, qlen_ptr, N, BLOCK)
-    lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW, BLOCK_M, BLOCK_N)
-    tl.store(out_ptr + 4 * i, lo, mask=ok)
-    tl.store(out_ptr + 4 * i + 1, nblk, mask=ok)
-    for g in tl.static_range(2):  # the forward's two consumer groups of 64 rows
-        rmax = tl.minimum(m0 + (g + 1) * 64, qlen) - 1
-        keys = last_block_keys(rmax, klen, window, lo, nblk, CAUSAL, HAS_WINDOW, BLOCK_N)
-        tl.store(out_ptr + 4 * i + 2 + g, keys, mask=ok)
-
-
-@pytest.mark.parametrize("causal,window", [(False, None), (True, None), (False, 37), (True, 5)])
-def test_last_block_keys_bounds_every_visible_key(causal, window):
-    """`half_kv_tail`'s test: no row of a group sees a key of the q-block's last KV block at or past
-    `last_block_keys` from its start; without masks it is exact (klen - block start)."""
-    cases = [(m0, klen, qlen) for klen in (1, 64, 65, 100, 130, 192, 300) for qlen in (1, 64, 100, 200, 333)
-             for m0 in range(0, qlen, 128)]
-    cols, block = _case_columns(cases)
-    out = torch.zeros(4 * len(cases), dtype=torch.int32, device=DEVICE)
-    _last_keys_probe[(1,)](*cols, out, 0 if window is None else window, len(cases),
-                           CAUSAL=causal, HAS_WINDOW=window is not None, BLOCK_M=128, BLOCK_N=128,
-                           BLOCK=block)
-    for (m0, klen, qlen), (lo, nblk, *keys) in zip(cases, out.view(-1, 4).cpu().tolist()):
-        if nblk == 0:
-            continue
-        start = lo + (nblk - 1) * 128
-        for g in range(2):
-            rows = range(m0 + 64 * g, min(m0 + 64 * (g + 1), qlen))
-            seen = [j - start for i in rows for j in range(start, min(start + 128, klen))
-                    if (not causal or j <= i) and (window is None or abs(i - j) <= window)]
-            assert all(x < keys[g] for x in seen), (m0, klen, qlen, g, keys[g], max(seen))
-            if not causal and window is None and rows:
-                assert keys[g] == klen - start
 
 
 @pytest.mark.parametrize("kv_stationary", [False, True])
