@@ -630,5 +630,9 @@ class ParquetDataset:
         """Real data: the true probabilities are unknown."""
         return None
 
+    def eval_true_probabilities(self) -> None:
+        """Real data: the true probabilities are unknown."""
+        return None
+
     def _load(self, stream: _StepStream) -> Iterator[Batch]:
         return load_batches(stream, self.cfg.num_workers)

@@ -635,6 +635,15 @@ class SyntheticDataset:
         every rank): what the Bayes-optimal model scores, which no model beats in expectation."""
         return dict(self._bayes_scores()[0])
 
+    def eval_true_probabilities(self) -> torch.Tensor:
+        """[n, num_tasks] float64 true probabilities of this rank's eval rows, in `eval_batches`'
+        order (its share of each global eval batch, batch by batch), for metrics measured against
+        the truth instead of the drawn labels."""
+        steps = np.arange(self.eval_steps, dtype=np.int64)[:, None] * self.cfg.batch_size
+        per_rank = self.cfg.batch_size // self.world_size
+        rows = steps + self.rank * per_rank + np.arange(per_rank, dtype=np.int64)
+        return self.true_probabilities(rows.reshape(-1))
+
     def bayes_calibration(self) -> dict[str, float]:
         """sum(true p) / sum(labels) on the whole eval split, per task: the calibration the
         Bayes-optimal model scores. It is not 1 because the labels are a finite draw (on 16k

@@ -67,6 +67,15 @@ def calibration(probs: torch.Tensor, labels: torch.Tensor) -> float:
     return probs.double().sum().item() / num_pos
 
 
+def expected_gap_pct(probs: torch.Tensor, truth: torch.Tensor, tasks: tuple[str, ...]) -> dict[str, float]:
+    """Per task, 100 x (expected log loss / the Bayes model's expected log loss - 1), expectations
+    over the labels given their true probabilities `truth` ([N, num_tasks]): what the eval NE's gap
+    to the Bayes NE estimates, without the noise of one draw of the labels (it is mean KL(truth ||
+    probs) / mean entropy(truth), never negative)."""
+    return {task: 100.0 * (log_loss(probs[:, i], truth[:, i]).item() / log_loss(truth[:, i], truth[:, i]).item() - 1.0)
+            for i, task in enumerate(tasks)}
+
+
 def task_metrics(probs: torch.Tensor, labels: torch.Tensor, tasks: tuple[str, ...]) -> dict[str, dict[str, float]]:
     """NE, AUC and calibration for each task column of `probs` / `labels` ([N, num_tasks])."""
     return {

@@ -18,7 +18,7 @@ from gem.checkpoint import Checkpointer, CheckpointError
 from gem.config import typed
 from gem.distributed import agree_max, gather_rows, init_distributed, mean_over_ranks
 from gem.guards import NonFiniteError, NonFiniteWatch, PreemptionFlag
-from gem.metrics import log_loss, task_metrics
+from gem.metrics import expected_gap_pct, log_loss, task_metrics
 from gem.models import build_model
 from gem.models.heads import task_weight_vector, weighted_bce
 from gem.optim import OptimConfig, build_dense_optimizer, dense_parameters
@@ -300,7 +300,8 @@ class Trainer:
             "world_size": self.env.world_size,
             "skipped_steps": self.skipped_steps,
             "preempted": preempted,
-            **{k: last_eval[k] for k in ("loss", "ne", "auc", "calibration", "bayes_ne", "bayes_calibration")
+            **{k: last_eval[k] for k in ("loss", "ne", "auc", "calibration", "bayes_ne", "bayes_calibration",
+                                         "expected_gap_pct")
                if k in last_eval},
         }
         self.log.write(summary)
@@ -337,6 +338,8 @@ class Trainer:
         if bayes is not None:
             record["bayes_ne"] = bayes
             record["bayes_calibration"] = self.dataset.bayes_calibration()
+            truth = gather_rows(self.dataset.eval_true_probabilities().to(self.device)).cpu()
+            record["expected_gap_pct"] = expected_gap_pct(all_probs, truth, self.tasks)
         self.log.write(record)
         return record
 

@@ -188,7 +188,7 @@ features:
     data_record = next(r for r in records if r["split"] == "data")
     assert sum(data_record["bad_rows"]["train"].values()) == 1
     evals = [r for r in records if r["split"] == "eval"]
-    assert set(evals[-1]["ne"]) == {"click", "buy"} and "bayes_ne" not in evals[-1]
+    assert set(evals[-1]["ne"]) == {"click", "buy"} and "bayes_ne" not in evals[-1] and "expected_gap_pct" not in evals[-1]
 
 
 def test_golden_loss_curve(tmp_path: Path) -> None:
@@ -234,6 +234,11 @@ def test_short_run_learns_towards_bayes_ne(tmp_path: Path) -> None:
         # the eval split's own label draw: the true probabilities score near, not exactly, 1
         assert 0.8 < evals[-1]["bayes_calibration"][task] < 1.25
         assert summary["bayes_calibration"] == evals[-1]["bayes_calibration"]
+        # against the true probabilities: positive, and near the NE gap (one label draw away from it)
+        expected_gap = evals[-1]["expected_gap_pct"][task]
+        assert 0 < expected_gap < 100 * (0.98 / bayes - 1), (task, expected_gap)
+        assert expected_gap == pytest.approx(100 * (ne / bayes - 1), rel=0.3), (task, expected_gap, ne, bayes)
+        assert summary["expected_gap_pct"] == evals[-1]["expected_gap_pct"]
 
 
 @pytest.mark.slow

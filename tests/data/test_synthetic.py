@@ -13,7 +13,7 @@ import torch
 from omegaconf import OmegaConf
 
 from data import Batch, SyntheticConfig, SyntheticDataset, build_dataset
-from data.synthetic import SeqConfig, SignalConfig, VocabConfig
+from data.synthetic import _SPLITS, SeqConfig, SignalConfig, VocabConfig
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 from gem.metrics import normalized_entropy
 
@@ -258,3 +258,20 @@ def test_bad_config_raises() -> None:
         build_dataset(OmegaConf.create({"name": "criteo"}))
     with pytest.raises(ValueError, match="data.max_interests"):
         build_dataset(OmegaConf.create({"max_interests": 600}))
+
+
+@pytest.mark.parametrize("world_size", [1, 3])
+def test_eval_true_probabilities_follow_each_ranks_eval_rows(world_size: int) -> None:
+    """Row i of a rank's eval_true_probabilities is the truth of row i of its eval_batches: the
+    labels the generator draws at those probabilities' indices are the batches' labels."""
+    everything = SyntheticDataset(config()).true_probabilities(range(60))  # 5 eval batches of 12
+    for rank in range(world_size):
+        ds = SyntheticDataset(config(), rank, world_size)
+        truth = ds.eval_true_probabilities()
+        labels = torch.cat([b.labels for b in ds.eval_batches()])
+        per_rank = 12 // world_size
+        rows = np.concatenate([np.arange(s * 12 + rank * per_rank, s * 12 + (rank + 1) * per_rank) for s in range(5)])
+        _, _, drawn = ds._generator.probabilities_and_labels(_SPLITS["eval"], rows)
+        assert truth.dtype == torch.float64 and truth.shape == (len(rows), 2)
+        assert torch.equal(truth, everything[rows])
+        assert torch.equal(labels.double(), torch.from_numpy(drawn).double())

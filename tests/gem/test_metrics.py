@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from gem.metrics import auc, calibration, normalized_entropy, task_metrics
+from gem.metrics import auc, calibration, expected_gap_pct, log_loss, normalized_entropy, task_metrics
 
 
 def brute_force_auc(scores: list[float], labels: list[int]) -> float:
@@ -65,3 +65,22 @@ def test_task_metrics_layout() -> None:
     out = task_metrics(probs, labels, ("click", "conversion"))
     assert set(out) == {"ne", "auc", "calibration"}
     assert out["auc"] == {"click": 1.0, "conversion": 1.0}
+
+
+def test_expected_gap_is_the_ne_gap_averaged_over_label_draws() -> None:
+    """The NE gap to the Bayes model, pooled over many draws of the labels from the truth, converges
+    to expected_gap_pct; the truth scores 0 and any other prediction more."""
+    g = torch.Generator().manual_seed(3)
+    truth = torch.rand(4000, 2, generator=g, dtype=torch.float64) * 0.3
+    model = (truth * torch.exp(0.3 * torch.randn(truth.shape, generator=g, dtype=torch.float64))).clamp(max=0.99)
+    gaps = expected_gap_pct(model, truth, ("click", "conversion"))
+    assert expected_gap_pct(truth, truth, ("click", "conversion")) == pytest.approx({"click": 0.0, "conversion": 0.0}, abs=1e-9)
+    loss_model = loss_bayes = torch.zeros(2, dtype=torch.float64)
+    for _ in range(300):
+        labels = (torch.rand(truth.shape, generator=g, dtype=torch.float64) < truth).double()
+        loss_model = loss_model + torch.stack([log_loss(model[:, t], labels[:, t]) for t in range(2)])
+        loss_bayes = loss_bayes + torch.stack([log_loss(truth[:, t], labels[:, t]) for t in range(2)])
+    pooled = 100.0 * (loss_model / loss_bayes - 1.0)
+    for t, task in enumerate(("click", "conversion")):
+        assert gaps[task] > 1.0
+        assert pooled[t].item() == pytest.approx(gaps[task], rel=0.05), task
