@@ -109,7 +109,7 @@ class FwdConfig:
     tile_window: int = 1
     # self/cross only, on in `fwd_config`'s choice: a group whose 64 rows all lie past qlen (a
     # sequence's last q-block) skips the math and only keeps the rings' and the ping-pong's
-    # protocol. H200: self fill 0.5 forward -6 % (median of 7 A/Bs), fill 1.0 neutral; the skipped
+    # protocol. H200: self fill 0.5 forward -5.5 % (median of 7 A/Bs), fill 1.0 neutral; the skipped
     # rows are never stored, so outputs are bit-identical to it off
     skip_idle_groups: bool = False
 
