@@ -1,7 +1,8 @@
-"""Dense optimizer (AdamW with linear warm-up and optional cosine decay) and gradient clipping.
+"""Dense optimizer (AdamW with linear warm-up and optional cosine decay), gradient clipping, and the
+embeddings' learning-rate schedule.
 
-Embedding tables are not here: their row-wise Adagrad is fused into the backward pass by
-`gem.sharding.shard_model`.
+The embedding tables' row-wise Adagrad is fused into the backward pass by `gem.sharding.shard_model`;
+only its learning rate is set here, per step (`sparse_lr`, `set_sparse_lr`).
 
 Wide layers learn at a smaller rate. Adam moves every weight by about lr per step whatever the
 gradient's scale (so gradient clipping does not bound it), and the moves of one output's n
@@ -48,8 +49,11 @@ class OptimConfig:
     grad_clip: float = 1.0  # max global L2 norm of the dense gradients; 0 disables
 
     def __post_init__(self) -> None:
-        if self.dense.schedule not in ("constant", "cosine"):
-            raise ValueError(f"optim.dense.schedule must be constant or cosine, got {self.dense.schedule!r}")
+        for name, part in (("dense", self.dense), ("sparse", self.sparse)):
+            if part.schedule not in ("constant", "cosine"):
+                raise ValueError(f"optim.{name}.schedule must be constant or cosine, got {part.schedule!r}")
+            if not 0.0 <= part.min_lr_ratio <= 1.0:
+                raise ValueError(f"optim.{name}.min_lr_ratio must be in [0, 1], got {part.min_lr_ratio}")
         if self.dense.lr <= 0 or self.sparse.lr <= 0:
             raise ValueError("optim.dense.lr and optim.sparse.lr must be > 0")
         if self.dense.fan_in_base < 0:
@@ -100,7 +104,29 @@ def build_dense_optimizer(
             return (step + 1) / cfg.warmup_steps
         if cfg.schedule == "constant" or max_steps <= cfg.warmup_steps:
             return 1.0
-        progress = min(1.0, (step - cfg.warmup_steps) / (max_steps - cfg.warmup_steps))
-        return cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+        return _cosine(min(1.0, (step - cfg.warmup_steps) / (max_steps - cfg.warmup_steps)), cfg.min_lr_ratio)
 
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
+
+
+def _cosine(progress: float, min_lr_ratio: float) -> float:
+    """lr factor at `progress` in [0, 1] of a cosine decay from 1 to min_lr_ratio."""
+    return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def sparse_lr(cfg: SparseOptimConfig, step: int, max_steps: int) -> float:
+    """The embeddings' learning rate for training step `step` (0-based) of a run of max_steps. A
+    function of the step alone, so a resumed run continues the schedule without saved state."""
+    if cfg.schedule == "constant":
+        return cfg.lr
+    return cfg.lr * _cosine(min(1.0, step / max(max_steps, 1)), cfg.min_lr_ratio)
+
+
+def set_sparse_lr(model: nn.Module, lr: float) -> None:
+    """Set the learning rate of the optimizers fused into the embeddings' backward: their step()
+    only hands param_groups' lr to the kernels (FBGEMM's set_learning_rate); the updates happen in
+    backward."""
+    fused = model.fused_optimizer
+    for group in fused.param_groups:
+        group["lr"] = lr
+    fused.step()

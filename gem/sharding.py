@@ -38,6 +38,10 @@ class SparseOptimConfig:
 
     lr: float = 0.05
     eps: float = 1e-8
+    # after step 0: "constant", or "cosine" (down to min_lr_ratio * lr at trainer.max_steps, no
+    # warm-up), set on the fused kernels before every step (`gem.optim.set_sparse_lr`)
+    schedule: str = "constant"
+    min_lr_ratio: float = 0.1
 
 
 def _embedding_modules(model: nn.Module) -> list[nn.Module]:

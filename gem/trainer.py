@@ -21,7 +21,7 @@ from gem.guards import NonFiniteError, NonFiniteWatch, PreemptionFlag
 from gem.metrics import expected_gap_pct, log_loss, task_metrics
 from gem.models import build_model
 from gem.models.heads import task_weight_vector, weighted_bce
-from gem.optim import OptimConfig, build_dense_optimizer, dense_parameters
+from gem.optim import OptimConfig, build_dense_optimizer, dense_parameters, set_sparse_lr, sparse_lr
 from gem.run_log import RunLog
 from gem.sharding import ShardingConfig, compile_dense_children, init_embeddings, shard_model
 
@@ -106,6 +106,7 @@ class Trainer:
         self.dense_params = list(dense_parameters(self.model).values())
         self.grad_clip = optim_cfg.grad_clip
         self.optimizer, self.scheduler = build_dense_optimizer(self.model, optim_cfg.dense, self.cfg.max_steps)
+        self.sparse_optim = optim_cfg.sparse
         self.step = 0
         self.skipped_steps = 0
         # Pre-clip dense gradient norm summed over the steps since the last log point (on device:
@@ -200,6 +201,8 @@ class Trainer:
     def advance(self, batches: Iterator[Batch]) -> torch.Tensor | None:
         """One training step on the next of `batches` (host batches) as `trainer.pipeline` says;
         returns what `train_step` returns."""
+        if self.sparse_optim.schedule != "constant":  # before the step's backward, which applies it
+            set_sparse_lr(self.model, sparse_lr(self.sparse_optim, self.step, self.cfg.max_steps))
         if self.pipeline is None:
             return self.train_step(next(batches).to(self.device, non_blocking=True))
         self.pipeline.progress(batches)
@@ -272,6 +275,7 @@ class Trainer:
                 lr = self.scheduler.get_last_lr()[0]
                 grad_norm = (self.grad_norm_sum / num_steps).item()  # the same on every rank (DDP)
                 self.log.write({"step": self.step, "split": "train", "loss": loss, "examples_per_sec": rate, "lr": lr,
+                                "sparse_lr": sparse_lr(self.sparse_optim, self.step, self.cfg.max_steps),
                                 "grad_norm": grad_norm, "data_wait_pct": data_wait_pct})
                 self.log.advance(0, loss=loss)
                 loss_sum.zero_()

@@ -310,6 +310,36 @@ def test_sparse_dist_pipeline_takes_over_every_table_collection(tmp_path: Path, 
         trainer.close()
 
 
+@pytest.mark.parametrize("pipeline", ["none", "sparse_dist"])
+def test_sparse_cosine_schedule_reaches_the_fused_embedding_kernels(tmp_path: Path, pipeline: str) -> None:
+    """optim.sparse.schedule=cosine: before each step every table's fused Adagrad runs at the
+    schedule's rate for that step (the rate lives in the FBGEMM kernels, not in an optimizer step)."""
+    from gem.config import register_resolvers
+    from gem.optim import sparse_lr
+    from gem.trainer import Trainer
+
+    register_resolvers()
+    trainer = Trainer(compose_config(*TINY, "model=dlrm", f"trainer.pipeline={pipeline}", "trainer.resume=none",
+                                     "trainer.max_steps=4", "optim.sparse.lr=0.2", "optim.sparse.schedule=cosine",
+                                     "optim.sparse.min_lr_ratio=0"), tmp_path)
+    try:
+        def fused_kernels(optimizer) -> list:  # the FBGEMM modules under torchrec's combined optimizers
+            found = [optimizer._emb_module] if hasattr(optimizer, "_emb_module") else []
+            return found + [k for _, child in getattr(optimizer, "optimizers", []) for k in fused_kernels(child)]
+
+        kernels = fused_kernels(trainer.model.fused_optimizer)
+        assert len(kernels) == 2  # dlrm: the sparse features' and the sequence's tables
+        batches = trainer.train_stream()
+        for step in range(3):
+            trainer.advance(batches)
+            expected = sparse_lr(trainer.sparse_optim, step, 4)
+            assert expected == pytest.approx(0.2 * 0.5 * (1 + math.cos(math.pi * step / 4)))
+            assert [k.get_learning_rate() for k in kernels] == pytest.approx([expected] * len(kernels)), step
+            trainer.step += 1
+    finally:
+        trainer.close()
+
+
 def test_compiled_dense_children_train_like_eager(tmp_path: Path) -> None:
     """trainer.compile=true: the dense children run through torch.compile (inductor), the sharded
     tables stay eager, and the losses match the eager run's: to 1e-5 on CPU; on a GPU, where Inductor's

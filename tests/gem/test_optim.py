@@ -7,7 +7,8 @@ import torch
 from torch import nn
 from torchrec.modules.crossnet import LowRankCrossNet
 
-from gem.optim import DenseOptimConfig, OptimConfig, build_dense_optimizer, fan_in_lr_scales
+from gem.optim import DenseOptimConfig, OptimConfig, build_dense_optimizer, fan_in_lr_scales, sparse_lr
+from gem.sharding import SparseOptimConfig
 
 
 class Wide(nn.Module):
@@ -62,3 +63,21 @@ def test_one_adam_step_moves_a_wide_output_by_lr_times_its_effective_fan_in(fan_
 def test_negative_base_is_rejected() -> None:
     with pytest.raises(ValueError, match="optim.dense.fan_in_base must be >= 0"):
         OptimConfig(dense=DenseOptimConfig(fan_in_base=-1))
+
+
+def test_sparse_cosine_runs_from_lr_to_its_floor_and_constant_stays() -> None:
+    cosine = SparseOptimConfig(lr=0.4, schedule="cosine", min_lr_ratio=0.25)
+    assert sparse_lr(cosine, 0, 100) == pytest.approx(0.4)
+    assert sparse_lr(cosine, 50, 100) == pytest.approx(0.4 * (0.25 + 0.75 * 0.5))
+    assert sparse_lr(cosine, 100, 100) == pytest.approx(0.1)
+    rates = [sparse_lr(cosine, step, 100) for step in range(101)]
+    assert all(a > b for a, b in zip(rates, rates[1:]))
+    assert {sparse_lr(SparseOptimConfig(lr=0.4), step, 100) for step in range(101)} == {0.4}
+
+
+@pytest.mark.parametrize("part", ["dense", "sparse"])
+def test_schedule_and_floor_are_checked(part: str) -> None:
+    with pytest.raises(ValueError, match=rf"optim.{part}.schedule must be constant or cosine, got 'linear'"):
+        OptimConfig(**{part: (DenseOptimConfig if part == "dense" else SparseOptimConfig)(schedule="linear")})
+    with pytest.raises(ValueError, match=rf"optim.{part}.min_lr_ratio must be in \[0, 1\], got 1.5"):
+        OptimConfig(**{part: (DenseOptimConfig if part == "dense" else SparseOptimConfig)(min_lr_ratio=1.5)})
