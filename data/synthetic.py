@@ -596,6 +596,7 @@ class SyntheticDataset:
         self.cfg, self.rank, self.world_size = cfg, rank, world_size
         self._generator = _Generator(cfg)
         self._bayes: tuple[dict[str, float], dict[str, float]] | None = None  # (NE, calibration)
+        self._eval_truth: torch.Tensor | None = None
 
     @property
     def schema(self) -> Schema:
@@ -638,11 +639,13 @@ class SyntheticDataset:
     def eval_true_probabilities(self) -> torch.Tensor:
         """[n, num_tasks] float64 true probabilities of this rank's eval rows, in `eval_batches`'
         order (its share of each global eval batch, batch by batch), for metrics measured against
-        the truth instead of the drawn labels."""
-        steps = np.arange(self.eval_steps, dtype=np.int64)[:, None] * self.cfg.batch_size
-        per_rank = self.cfg.batch_size // self.world_size
-        rows = steps + self.rank * per_rank + np.arange(per_rank, dtype=np.int64)
-        return self.true_probabilities(rows.reshape(-1))
+        the truth instead of the drawn labels. Computed once (every eval of a run asks for it)."""
+        if self._eval_truth is None:
+            steps = np.arange(self.eval_steps, dtype=np.int64)[:, None] * self.cfg.batch_size
+            per_rank = self.cfg.batch_size // self.world_size
+            rows = steps + self.rank * per_rank + np.arange(per_rank, dtype=np.int64)
+            self._eval_truth = self.true_probabilities(rows.reshape(-1))
+        return self._eval_truth
 
     def bayes_calibration(self) -> dict[str, float]:
         """sum(true p) / sum(labels) on the whole eval split, per task: the calibration the
