@@ -82,7 +82,9 @@ def table(runs: list[tuple[str, dict]]) -> str:
     return "\n".join(lines)
 
 
-def plot(runs: list[tuple[str, dict]], out: Path) -> None:
+def plot(runs: list[tuple[str, dict]], out: Path, marks: dict[str, str] | None = None) -> None:
+    """marks: run label -> a note drawn as a dotted line just before that run in both panels (a
+    change of method between runs, e.g. a fairer baseline)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -99,6 +101,12 @@ def plot(runs: list[tuple[str, dict]], out: Path) -> None:
                 ax.plot([i for i in x if key in runs[i][1]], [g[key] for _, g in runs if key in g],
                         marker="o", markersize=4, color=colors[name], label=name)
         ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+        labels = [label for label, _ in runs]
+        for label, note in (marks or {}).items():
+            at = labels.index(label) - 0.5
+            ax.axvline(at, color="black", linestyle=":", linewidth=1)
+            ax.text(at, 0.02, f" {note}", transform=ax.get_xaxis_transform(), fontsize=7, rotation=90,
+                    va="bottom", ha="right")
         ax.set_xticks(list(x), [label for label, _ in runs], fontsize=8)
         ax.set_title(f"{pass_}: goal time / tlx time (>= 1: goal met)", fontsize=9)
         ax.grid(True, alpha=0.3)
@@ -114,9 +122,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("runs", nargs="+", metavar="LABEL=PATH[,PATH...]",
                         help="a run's tlx_hopper_bench records, in run order")
     parser.add_argument("--out", type=Path, required=True, help="the plot (png)")
+    parser.add_argument("--mark", action="append", default=[], metavar="LABEL=NOTE",
+                        help="a dotted line with NOTE before run LABEL (a change of method); repeatable")
     args = parser.parse_args(argv)
     runs = [read_run(spec) for spec in args.runs]
-    plot(runs, args.out)
+    marks = {}
+    for spec in args.mark:
+        label, sep, note = spec.partition("=")
+        if not sep or label not in [name for name, _ in runs]:
+            raise SystemExit(f"--mark {spec!r}: expected LABEL=NOTE with LABEL one of the runs")
+        marks[label] = note
+    plot(runs, args.out, marks)
     print(table(runs))
     print(f"\nplot: {args.out}")
     return 0

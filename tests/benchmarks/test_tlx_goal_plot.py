@@ -45,8 +45,10 @@ def test_table_and_plot_from_recorded_runs(tmp_path, capsys):
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
         runs.append(f"run {i + 1}={path}")
     out = tmp_path / "goals.png"
-    assert main([*runs, "--out", str(out)]) == 0
+    assert main([*runs, "--out", str(out), "--mark", "run 2=fair baseline"]) == 0
     assert out.stat().st_size > 0
+    with pytest.raises(SystemExit, match=r"--mark 'run 3=x': expected LABEL=NOTE with LABEL one of the runs"):
+        main([*runs, "--out", str(out), "--mark", "run 3=x"])
     text = capsys.readouterr().out
     assert "| goal | pass | run 1 | run 2 |" in text
     # PMA forward: 1.25 / 1.2 = 1.042 (met, bold) then 1.25 / 0.9 = 1.389
