@@ -165,11 +165,12 @@ def _tma_ready(t: torch.Tensor) -> torch.Tensor:
     return t if t.data_ptr() % 16 == 0 else t.clone()
 
 
-def _descriptor(t: torch.Tensor, rows: int, block_rows: int):
+def _descriptor(t: torch.Tensor, rows: int, block_rows: int, block_cols: int | None = None):
+    """TMA descriptor of t [rows, H, D] seen as [rows, H*D]; boxes [block_rows, block_cols or D]."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     h, d = t.shape[1], t.shape[2]
-    return TensorDescriptor(t, [rows, h * d], [h * d, 1], [block_rows, d])
+    return TensorDescriptor(t, [rows, h * d], [h * d, 1], [block_rows, block_cols or d])
 
 
 def forward(query, key, value, query_offset, key_offset, params, config: FwdConfig | None = None):
@@ -254,6 +255,12 @@ class BwdConfig:
     dkdv_regs: int = 240
     dkdv_tma_store: bool = True  # dk/dv pass: full 64-row halves leave by TMA store (else tl.store)
     tile_window: int = 1  # both passes, as FwdConfig.tile_window (0: one sequence's blocks)
+    # D=128 self/cross with deterministic=False: dQ = dS K inside the dK/dV pass (5 GEMMs per block
+    # pair instead of 7), each step's fp32 partial reduce-added into dQ by TMA; no dq pass.
+    # Broadcast Q (every tile would reduce into the same q_len rows) and deterministic=True (the
+    # order of the reduce-adds is not fixed) keep the dq pass, and so does D=64 (its K-slice
+    # operand changes the K tiles' swizzle away from the dK/dV TMA store's: does not compile)
+    fused_dq: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -270,6 +277,11 @@ def bwd_config(head_dim: int, broadcast_q: bool, q_len: int, num_heads: int, num
     if broadcast_q and 128 < q_len <= 192 and num_heads <= num_sms:
         return BwdConfig(dq_groups=3, dq_regs=160, tile_window=tile_window)
     return BwdConfig(tile_window=tile_window)
+
+
+def fuses_dq(cfg: BwdConfig, head_dim: int, broadcast_q: bool, deterministic: bool) -> bool:
+    """Whether `backward` computes dQ inside the dK/dV pass (`BwdConfig.fused_dq`'s conditions)."""
+    return cfg.fused_dq and head_dim == 128 and not broadcast_q and not deterministic
 
 
 DKDV_BLOCK_N = 128  # KV rows per dk/dv tile
@@ -309,9 +321,13 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     win = 0 if window is None else int(window)
     causal = bool(params.causal)
 
+    fused_dq = fuses_dq(cfg, d, broadcast, bool(params.deterministic))
     delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
+    # fused: fp32 dQ, zeroed by the preprocess kernel (self/cross: its rows are the query rows)
+    dq_acc = torch.empty(query.shape, device=query.device, dtype=torch.float32) if fused_dq else delta
     _jfa_bwd_preprocess_kernel[(triton_cdiv(total_out, 64), hq)](
-        out, grad_out, delta, total_out, hq, HEAD_DIM=d, BLOCK_R=64, num_warps=4)
+        out, grad_out, delta, dq_acc, total_out, hq, HEAD_DIM=d, BLOCK_R=64, ZERO_DQ=fused_dq,
+        num_warps=4)
 
     desc_q = _descriptor(query, query.shape[0], 64)
     desc_do = _descriptor(grad_out, total_out, 64)
@@ -327,13 +343,17 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         desc_dk, desc_dv = _descriptor(dk, dk.shape[0], 64), _descriptor(dv, dv.shape[0], 64)
     else:
         desc_dk, desc_dv = desc_k, desc_v  # not written: every half takes tl.store
+    # fused: each consumer reduce-adds a [64 rows, D/2 columns] fp32 partial
+    desc_dq = _descriptor(dq_acc, query.shape[0], 64, d // 2) if fused_dq else desc_q
     jfa_bwd_dkdv_kernel[(n_sm,)](
-        desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv, dk, dv, lse, delta, q_off, key_offset,
-        entries, n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out,
+        desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv, desc_dq, dk, dv, lse, delta, q_off,
+        key_offset, entries, n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out,
         cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        num_warps=4, num_stages=1)
+        FUSED_DQ=fused_dq, num_warps=4, num_stages=1)
+    if fused_dq:
+        return dq_acc.to(query.dtype), dk, dv
 
     # dQ: Q-stationary (the forward's schedule shape)
     bm = cfg.dq_block_m

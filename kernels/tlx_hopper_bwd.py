@@ -36,12 +36,16 @@ from kernels.tlx_schedule import (kv_block_range, n_iterations, q_block_range, s
                                   tile_at)
 
 LOG2E = tl.constexpr(1.4426950408889634)
+# FUSED_DQ dK/dV pass: the two consumers' rendezvous per query step (named barriers, 256 threads)
+DS_READY_BAR = tl.constexpr(9)   # both dS^T halves are in shared memory
+STEP_DONE_BAR = tl.constexpr(10)  # both consumers' wgmmas of the step finished
 
 
 @triton.jit
-def _jfa_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, total_out, H, HEAD_DIM: tl.constexpr,
-                           BLOCK_R: tl.constexpr):
-    """delta[h, r] = sum_d O[r, h, d] * dO[r, h, d] in fp32."""
+def _jfa_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, dq_acc_ptr, total_out, H,
+                               HEAD_DIM: tl.constexpr, BLOCK_R: tl.constexpr, ZERO_DQ: tl.constexpr):
+    """delta[h, r] = sum_d O[r, h, d] * dO[r, h, d] in fp32; with ZERO_DQ (fused dQ, self/cross:
+    output rows are query rows) also zeroes the fp32 dQ accumulator's rows, saving a memset."""
     h = tl.program_id(1)
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     ok = rows < total_out
@@ -49,6 +53,8 @@ def _jfa_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, total_out, H, HEAD_DIM:
     o = tl.load(o_ptr + offs, mask=ok[:, None], other=0.0).to(tl.float32)
     do = tl.load(do_ptr + offs, mask=ok[:, None], other=0.0).to(tl.float32)
     tl.store(delta_ptr + h.to(tl.int64) * total_out + rows, tl.sum(o * do, 1), mask=ok)
+    if ZERO_DQ:
+        tl.store(dq_acc_ptr + offs, tl.zeros([BLOCK_R, HEAD_DIM], dtype=tl.float32), mask=ok[:, None])
 
 
 @triton.jit
@@ -111,14 +117,32 @@ def _release_held_kv_slot(kv_empties, held_slot):
 
 
 @triton.jit
+def _opaque(x):
+    """x, recomputed where it is used: the compiler cannot hoist what derives from it."""
+    return tl.inline_asm_elementwise("mov.u32 $0, $1;", "=r,r", [x], dtype=tl.int32,
+                                     is_pure=False, pack=1)
+
+
+@triton.jit
+def _release_held_q_slot(q_empties, held_q):
+    """FUSED_DQ: give the Q/dO slot (held_q >= 0) that staged the previous step's dQ partial back
+    to the producer once its TMA reduce-add has read it; returns the new held slot (-1)."""
+    if held_q >= 0:
+        tlx.async_descriptor_store_wait(0)
+        tlx.barrier_arrive(q_empties[held_q], 1)
+    return -1
+
+
+@triton.jit
 def jfa_bwd_dkdv_kernel(
     desc_q, desc_do, desc_k, desc_v,   # TMA: q [rows_q, Hq*D], do [total_out, Hq*D], k/v [total_kv, Hkv*D]
     desc_dk, desc_dv,                  # TMA stores of dK/dV [total_kv, Hkv*D] (TMA_EPILOGUE)
+    desc_dq,                           # FUSED_DQ: TMA reduce-add into fp32 dQ [rows_q, Hq*D], box [64, D/2]
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, q_off, k_off, tile_entry, n_entries,
     sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out, tile_window,
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
-    TMA_EPILOGUE: tl.constexpr,
+    TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -128,18 +152,25 @@ def jfa_bwd_dkdv_kernel(
     ELEM: tl.constexpr = tlx.size_of(dtype)
     HALF_BYTES: tl.constexpr = ELEM * HALF * HEAD_DIM
     STEP_BYTES: tl.constexpr = ELEM * BLOCK_MQ * HEAD_DIM
+    DQ_COLS: tl.constexpr = HEAD_DIM // 2  # FUSED_DQ: dQ columns per consumer
 
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
     # ---- shared memory and barriers -------------------------------------------------------
     k_tiles = tlx.local_alloc((HALF, HEAD_DIM), dtype, 2 * NUM_BUF_KV)
     v_tiles = tlx.local_alloc((HALF, HEAD_DIM), dtype, 2 * NUM_BUF_KV)
-    q_tiles = tlx.local_alloc((BLOCK_MQ, HEAD_DIM), dtype, NUM_BUF_Q)
-    do_tiles = tlx.local_alloc((BLOCK_MQ, HEAD_DIM), dtype, NUM_BUF_Q)
+    # step slot i: Q tile qdo_tiles[2i], dO tile qdo_tiles[2i + 1] (adjacent: FUSED_DQ stages over them)
+    qdo_tiles = tlx.local_alloc((BLOCK_MQ, HEAD_DIM), dtype, 2 * NUM_BUF_Q)
     kv_fulls = tlx.alloc_barriers(num_barriers=2 * NUM_BUF_KV, arrive_count=1)
     kv_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=2)
     q_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=1)
     q_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=2)
+    if FUSED_DQ:
+        # dS^T of the step, one [64 keys, 64 queries] half per consumer: dQ's A operand (transposed)
+        ds_tiles = tlx.local_alloc((HALF, BLOCK_MQ), dtype, 2)
+        # consumer c's fp32 dQ partial [64 queries, D/2 columns] is staged over the step's Q tile
+        # (c = 0) or dO tile (c = 1): the same bytes, free once both consumers' wgmmas finished
+        dq_stage = tlx.local_alloc((BLOCK_MQ, DQ_COLS), tl.float32, 2 * NUM_BUF_Q, reuse=qdo_tiles)
     n_tiles = tl.load(n_entries) * HKV
     n_iter = n_iterations(n_tiles, n_prog, B, 1, False)
 
@@ -173,9 +204,9 @@ def jfa_bwd_dkdv_kernel(
                             q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
                             tlx.barrier_wait(q_empties[q_slot], q_phase ^ 1)
                             tlx.barrier_expect_bytes(q_fulls[q_slot], 2 * STEP_BYTES)
-                            tlx.async_descriptor_load(desc_q, q_tiles[q_slot],
+                            tlx.async_descriptor_load(desc_q, qdo_tiles[2 * q_slot],
                                                       [q_row0 + i0, h * HEAD_DIM], q_fulls[q_slot])
-                            tlx.async_descriptor_load(desc_do, do_tiles[q_slot],
+                            tlx.async_descriptor_load(desc_do, qdo_tiles[2 * q_slot + 1],
                                                       [out_row0 + i0, h * HEAD_DIM], q_fulls[q_slot])
                             cnt_q += 1
 
@@ -189,6 +220,7 @@ def jfa_bwd_dkdv_kernel(
             # none). It goes back to the producer after the next tile's first query step, so the
             # store drains while that step computes.
             held_slot = -1
+            held_q = -1  # FUSED_DQ: likewise the Q/dO slot a dQ reduce-add is still reading
             for it in range(0, n_iter):
                 valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB,
                                            1, tile_window, False)
@@ -207,6 +239,8 @@ def jfa_bwd_dkdv_kernel(
                     if nsteps > 0:
                         slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
                         tlx.barrier_wait(kv_fulls[2 * slot + cid], phase)
+                        if FUSED_DQ:  # dQ = dS K reads both K halves
+                            tlx.barrier_wait(kv_fulls[2 * slot + 1 - cid], phase)
                         k_c = k_tiles[2 * slot + cid]
                         v_c = v_tiles[2 * slot + cid]
                         for s in range(0, G * nsteps):
@@ -215,21 +249,70 @@ def jfa_bwd_dkdv_kernel(
                                                      i0 + tl.arange(0, BLOCK_MQ), qlen)
                             q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
                             tlx.barrier_wait(q_fulls[q_slot], q_phase)
-                            st = tlx.async_dot(k_c, tlx.local_trans(q_tiles[q_slot]))
-                            dpt = tlx.async_dot(v_c, tlx.local_trans(do_tiles[q_slot]))
+                            q_t = qdo_tiles[2 * q_slot]
+                            do_t = qdo_tiles[2 * q_slot + 1]
+                            if FUSED_DQ:
+                                # _opaque buffer indices: the compiler recomputes the wgmma
+                                # descriptors per step instead of holding them in registers
+                                # (193 spilled words at D=128 otherwise, 16-28 with)
+                                kv_i = _opaque(2 * slot + cid)
+                                st = tlx.async_dot(k_tiles[kv_i], tlx.local_trans(q_t))
+                                dpt = tlx.async_dot(v_tiles[kv_i], tlx.local_trans(do_t))
+                            else:
+                                st = tlx.async_dot(k_c, tlx.local_trans(q_t))
+                                dpt = tlx.async_dot(v_c, tlx.local_trans(do_t))
+                            if FUSED_DQ:
+                                held_q = _release_held_q_slot(q_empties, held_q)
                             st = tlx.async_dot_wait(1, st)
                             pt = _dkdv_probs(st, lse2, kv_pos, i0, window, qk_scale, CAUSAL,
                                              HAS_WINDOW, BLOCK_MQ)
+                            if FUSED_DQ:
+                                # keys past klen are the next sequence's: their dK/dV rows are
+                                # dropped, but their dS would reach dQ
+                                pt = tl.where((kv_pos < klen)[:, None], pt, 0.0)
                             dpt = tlx.async_dot_wait(0, dpt)
-                            dst = pt * (dpt - delta[None, :])
-                            dv = tlx.async_dot(pt.to(dtype), do_tiles[q_slot], dv)
-                            dk = tlx.async_dot(dst.to(dtype), q_tiles[q_slot], dk)
+                            dst = (pt * (dpt - delta[None, :])).to(dtype)
+                            dv = tlx.async_dot(pt.to(dtype), do_t, dv)
+                            dk = tlx.async_dot(dst, q_t, dk)
+                            if FUSED_DQ:
+                                # dQ[:, cols of c] = dS K[:, cols of c] = sum over both key halves
+                                # j of (dS^T_j)^T K_j[:, cols of c]: publish this half of dS^T,
+                                # then read both (rows past qlen have dS = 0: their reduce-add
+                                # into the neighbour's rows adds exact zeros)
+                                tlx.fence("async_shared")
+                                tlx.local_store(ds_tiles[cid], dst)
+                                tlx.fence("async_shared")
+                                tlx.named_barrier_wait(DS_READY_BAR, 256)
+                                k0 = _opaque(2 * slot)
+                                d0 = _opaque(0)
+                                dq = tlx.async_dot(
+                                    tlx.local_trans(ds_tiles[d0]),
+                                    tlx.local_slice(k_tiles[k0], [0, cid * DQ_COLS],
+                                                    [HALF, DQ_COLS]))
+                                dq = tlx.async_dot(
+                                    tlx.local_trans(ds_tiles[d0 + 1]),
+                                    tlx.local_slice(k_tiles[k0 + 1], [0, cid * DQ_COLS],
+                                                    [HALF, DQ_COLS]), dq)
                             dk = tlx.async_dot_wait(0, dk)
                             dv = tlx.async_dot_wait(0, dv)
-                            tlx.barrier_arrive(q_empties[q_slot], 1)
-                            cnt_q += 1
                             if TMA_EPILOGUE:
                                 held_slot = _release_held_kv_slot(kv_empties, held_slot)
+                            if FUSED_DQ:
+                                dq = tlx.async_dot_wait(0, dq)
+                                # the step's Q/dO tiles and both dS^T halves are read: stage the
+                                # partial over them and reduce-add it into dQ by TMA
+                                tlx.named_barrier_wait(STEP_DONE_BAR, 256)
+                                stage = dq_stage[2 * q_slot + cid]
+                                tlx.fence("async_shared")
+                                tlx.local_store(stage, dq * sm_scale)
+                                tlx.fence("async_shared")
+                                tlx.async_descriptor_store(desc_dq, stage,
+                                                           [q_row0 + i0, h * HEAD_DIM + cid * DQ_COLS],
+                                                           store_reduce="add")
+                                held_q = q_slot
+                            else:
+                                tlx.barrier_arrive(q_empties[q_slot], 1)
+                            cnt_q += 1
                         if tma_store:
                             # This warpgroup's K/V halves are free (its last wgmma was waited on):
                             # stage dK, dV there and store them by TMA, off the critical path.
@@ -247,7 +330,7 @@ def jfa_bwd_dkdv_kernel(
                     if not tma_store or nsteps == 0:
                         _store_dkdv(dk_ptr, dv_ptr, dk, dv, kv_pos, klen, kv_row0, hk, HKV,
                                     sm_scale, HEAD_DIM)
-            if TMA_EPILOGUE:
+            if TMA_EPILOGUE or FUSED_DQ:
                 tlx.async_descriptor_store_wait(0)  # the last stores finish before the CTA exits
 
 

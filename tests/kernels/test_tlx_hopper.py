@@ -205,27 +205,33 @@ def check_forward(case: Case, seed: int = 0) -> dict:
     return res
 
 
-def check_backward(case: Case, seed: int = 0) -> dict:
-    """(dq, dk, dv) against fp32 autograd through the reference."""
+def check_backward(case: Case, seed: int = 0, fused_dq: bool = False) -> dict:
+    """(dq, dk, dv) against fp32 autograd through the reference; fused_dq: with dQ computed inside
+    the dK/dV pass (the case must be one where `fuses_dq` holds)."""
     from kernels import tlx_hopper
 
     q, k, v, q_off, k_off, q_lens, k_lens = make_inputs(case, seed)
     scale = 1.0 / math.sqrt(case.d)
     params = _params(case, scale)
+    config = None
+    if fused_dq:
+        config = dataclasses.replace(tlx_hopper.bwd_config(case.d, False, 0, case.hq, 132),
+                                     fused_dq=True)
+        assert tlx_hopper.fuses_dq(config, case.d, case.mode == "bcast", params.deterministic), case
     tlx_hopper.POISON_OUTPUTS = True
     tlx_hopper.GRID_OVERRIDE = case.grid
     try:
         out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params)
         g = torch.Generator(device=q.device).manual_seed(seed + 1)
         do = torch.randn(out.shape, generator=g, device=q.device, dtype=out.dtype)
-        dq, dk, dv = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params)
+        dq, dk, dv = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params, config=config)
         torch.cuda.synchronize()
     finally:
         tlx_hopper.GRID_OVERRIDE = None
     qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
     ref_out, _ = reference(qf, kf, vf, q_lens, k_lens, case, scale)
     (ref_out * do.float()).sum().backward()
-    res = {"case": case.name, "pass": "bwd"}
+    res = {"case": case.name, "pass": "bwd-fused" if fused_dq else "bwd"}
     errs = []
     grads = [t.grad if t.grad is not None else torch.zeros_like(t) for t in (qf, kf, vf)]
     for name, got, ref in zip(("dq", "dk", "dv"), (dq, dk, dv), grads):
@@ -251,7 +257,7 @@ def check_bwd_determinism(case: Case, grids=(1, 3, 7)) -> dict:
     from kernels import tlx_hopper
 
     q, k, v, q_off, k_off, *_ = make_inputs(case, 2)
-    params = _params(case, 1.0 / math.sqrt(case.d))
+    params = dataclasses.replace(_params(case, 1.0 / math.sqrt(case.d)), deterministic=True)
     out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params)
     do = torch.randn_like(out)
     base = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params)
@@ -356,6 +362,16 @@ def tail_cases() -> list[Case]:
             Case("cross", 40, 200, 333, 4, 2, 128, "bf16"), Case("cross", 40, 200, 333, 2, 2, 128, "fp16", True),
             Case("self", 30, 100, 100, 2, 2, 128, "bf16", lens="one"),
             Case("cross", 30, 100, 100, 2, 2, 128, "bf16", lens="empty_q")]
+
+
+def fused_dq_cases() -> list[Case]:
+    """D=128 self/cross backward cases for the fused dQ (`BwdConfig.fused_dq`): odd lengths (steps
+    straddling qlen reduce-add zeros into the neighbour's rows), GQA, masks, fp16, empty and
+    length-1 sequences, a small grid (many tiles per CTA: held-slot protocol)."""
+    C = [c for c in bwd_cases() if c.d == 128 and c.mode != "bcast"]
+    return C + [Case("cross", 40, 333, 200, 4, 1, 128, "bf16", True),
+                Case("self", 40, 300, 300, 2, 2, 128, "bf16", False, 37, grid=3),
+                Case("cross", 30, 100, 100, 2, 2, 128, "bf16", lens="empty_q")]
 
 
 def bwd_det_cases() -> list[Case]:
@@ -506,6 +522,14 @@ def test_backward(case):
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", fused_dq_cases(), ids=lambda c: c.name)
+def test_backward_fused_dq(case):
+    res = check_backward(case, seed=zlib.crc32(case.name.encode()), fused_dq=True)
+    assert res["ok"], res
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", bwd_det_cases(), ids=lambda c: c.name)
 def test_backward_deterministic(case):
     res = check_bwd_determinism(case)
@@ -536,7 +560,7 @@ def _main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shard", default="0/1")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--passes", default="fwd,grid,ostore,bwd,bwd-det")
+    ap.add_argument("--passes", default="fwd,grid,ostore,bwd,bwd-fused,bwd-det")
     ap.add_argument("--filter", default="", help="comma-separated substrings of case names")
     ap.add_argument("--fwd-config", default="", metavar="FIELD=VALUE[,...]",
                     help="FwdConfig fields changed in every forward (a benchmark A/B's candidate)")
@@ -548,7 +572,8 @@ def _main():
     passes = args.passes.split(",")
     jobs = ([("fwd", c) for c in fwd_cases()] + [("grid", c) for c in grid_cases()]
             + [("ostore", c) for c in o_store_cases()]
-            + [("bwd", c) for c in bwd_cases()] + [("bwd-det", c) for c in bwd_det_cases()])
+            + [("bwd", c) for c in bwd_cases()] + [("bwd-fused", c) for c in fused_dq_cases()]
+            + [("bwd-det", c) for c in bwd_det_cases()])
     jobs = [j for j in jobs if j[0] in passes]
     if args.filter:
         jobs = [j for j in jobs if any(f in j[1].name for f in args.filter.split(","))]
@@ -567,6 +592,7 @@ def _main():
                        "grid": lambda: check_grid_determinism(case),
                        "ostore": lambda: check_o_store_paths(case, seed),
                        "bwd": lambda: check_backward(case, seed),
+                       "bwd-fused": lambda: check_backward(case, seed, fused_dq=True),
                        "bwd-det": lambda: check_bwd_determinism(case)}[kind]()
             except Exception as exc:  # record and go on with the next case
                 res = {"case": case.name, "pass": kind, "ok": False,

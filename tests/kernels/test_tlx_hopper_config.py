@@ -2,7 +2,7 @@
 
 import pytest
 
-from kernels.tlx_hopper import bwd_config, fwd_config, tile_window_for
+from kernels.tlx_hopper import BwdConfig, bwd_config, fuses_dq, fwd_config, tile_window_for
 
 H200_L2 = 50 * 2**20
 
@@ -41,3 +41,15 @@ def test_configs_carry_the_chosen_window(broadcast_q, q_len, window):
 def test_idle_groups_skipped_for_self_and_cross_only(head_dim, broadcast_q, q_len):
     # the launcher refuses skip_idle_groups with broadcast_q
     assert fwd_config(head_dim, broadcast_q, q_len).skip_idle_groups == (not broadcast_q)
+
+
+def test_dq_fused_only_where_it_is_correct():
+    on = BwdConfig(fused_dq=True)
+    assert fuses_dq(on, 128, broadcast_q=False, deterministic=False)
+    # reduce-adds in no fixed order; every tile of a broadcast Q would add into the same rows
+    assert not fuses_dq(on, 128, broadcast_q=False, deterministic=True)
+    assert not fuses_dq(on, 128, broadcast_q=True, deterministic=False)
+    assert not fuses_dq(on, 64, broadcast_q=False, deterministic=False)   # does not compile at D=64
+    # off unless asked for (not yet measured against the two-pass backward on the H200)
+    for d, bq, ql in ((128, False, 0), (128, True, 192), (64, False, 0)):
+        assert not fuses_dq(bwd_config(d, bq, ql, 4, 132), d, bq, False)
