@@ -126,7 +126,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
         ints = ("window", "B", "HKV", "G", "q_len", "NUM_NB", "total_out", "tile_window")
         const = dict(HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs,
                      CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast,
-                     TMA_EPILOGUE=cfg.dkdv_tma_store, FUSED_DQ=cfg.fused_dq and not bcast and d == 128)
+                     TMA_EPILOGUE=cfg.dkdv_tma_store, FUSED_DQ=cfg.fused_dq and d == 128)
     else:
         fn = jfa_bwd_dq_kernel
         sig["desc_k"] = sig["desc_v"] = _tdesc(dt, cfg.dq_block_n, d)

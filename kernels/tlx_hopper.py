@@ -255,11 +255,11 @@ class BwdConfig:
     dkdv_regs: int = 240
     dkdv_tma_store: bool = True  # dk/dv pass: full 64-row halves leave by TMA store (else tl.store)
     tile_window: int = 1  # both passes, as FwdConfig.tile_window (0: one sequence's blocks)
-    # D=128 self/cross with deterministic=False: dQ = dS K inside the dK/dV pass (5 GEMMs per block
-    # pair instead of 7), each step's fp32 partial reduce-added into dQ by TMA; no dq pass.
-    # Broadcast Q (every tile would reduce into the same q_len rows) and deterministic=True (the
-    # order of the reduce-adds is not fixed) keep the dq pass, and so does D=64 (its K-slice
-    # operand changes the K tiles' swizzle away from the dK/dV TMA store's: does not compile)
+    # D=128 with deterministic=False: dQ = dS K inside the dK/dV pass (5 GEMMs per block pair
+    # instead of 7), each step's fp32 partial reduce-added into dQ by TMA; no dq pass. With
+    # broadcast_q every tile reduces into the same q_len rows (L2 does the adds). deterministic=True
+    # (the order of the adds is not fixed) keeps the dq pass, and so does D=64 (its K-slice operand
+    # changes the K tiles' swizzle away from the dK/dV TMA store's: does not compile)
     fused_dq: bool = False
 
     @property
@@ -280,8 +280,9 @@ def bwd_config(head_dim: int, broadcast_q: bool, q_len: int, num_heads: int, num
 
 
 def fuses_dq(cfg: BwdConfig, head_dim: int, broadcast_q: bool, deterministic: bool) -> bool:
-    """Whether `backward` computes dQ inside the dK/dV pass (`BwdConfig.fused_dq`'s conditions)."""
-    return cfg.fused_dq and head_dim == 128 and not broadcast_q and not deterministic
+    """Whether `backward` computes dQ inside the dK/dV pass (`BwdConfig.fused_dq`'s conditions;
+    broadcast_q does not change them)."""
+    return cfg.fused_dq and head_dim == 128 and not deterministic
 
 
 DKDV_BLOCK_N = 128  # KV rows per dk/dv tile
@@ -323,11 +324,15 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
 
     fused_dq = fuses_dq(cfg, d, broadcast, bool(params.deterministic))
     delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
-    # fused: fp32 dQ, zeroed by the preprocess kernel (self/cross: its rows are the query rows)
-    dq_acc = torch.empty(query.shape, device=query.device, dtype=torch.float32) if fused_dq else delta
+    # fused: fp32 dQ, zeroed by the preprocess kernel where its rows are the output rows (self/cross)
+    zero_in_preprocess = fused_dq and not broadcast
+    dq_acc = delta
+    if fused_dq:
+        dq_acc = (torch.empty if zero_in_preprocess else torch.zeros)(
+            query.shape, device=query.device, dtype=torch.float32)
     _jfa_bwd_preprocess_kernel[(triton_cdiv(total_out, 64), hq)](
-        out, grad_out, delta, dq_acc, total_out, hq, HEAD_DIM=d, BLOCK_R=64, ZERO_DQ=fused_dq,
-        num_warps=4)
+        out, grad_out, delta, dq_acc, total_out, hq, HEAD_DIM=d, BLOCK_R=64,
+        ZERO_DQ=zero_in_preprocess, num_warps=4)
 
     desc_q = _descriptor(query, query.shape[0], 64)
     desc_do = _descriptor(grad_out, total_out, 64)

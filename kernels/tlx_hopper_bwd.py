@@ -20,6 +20,14 @@ Two warp-specialised persistent passes, no atomics on dK/dV, deterministic excep
    (more pairs than SMs) each tile reduce-adds into an fp32 buffer with atomics (not deterministic;
    `tlx_hopper.supports` declines deterministic=True there).
 
+FUSED_DQ (`BwdConfig.fused_dq`, D=128, deterministic=False): pass 1 also computes dQ and pass 2 is
+skipped. Per query step each consumer publishes its dS^T half in shared memory (named barrier
+DS_READY_BAR), computes dQ[:, 64c:64c+64] = dS K[:, 64c:64c+64] over both K halves, and after the
+second barrier (STEP_DONE_BAR: both consumers' wgmmas of the step done) stages the fp32 partial
+over the step's Q (c = 0) or dO (c = 1) tile and reduce-adds it into an fp32 dQ by TMA
+(`cp.reduce.async.bulk`); the slot goes back to the producer at the next step, once the reduce has
+read it. Keys past klen get P = 0 (their dS would reach dQ).
+
 Masking: query rows past qlen and rows that see no key get LSE' = +inf, so P = 0 there without a
 mask; the causal/window (and, in the dq pass, klen) masks are applied with tl.where on P.
 delta = rowsum(dO * O) comes from `_jfa_bwd_preprocess_kernel`.
@@ -278,7 +286,8 @@ def jfa_bwd_dkdv_kernel(
                                 # dQ[:, cols of c] = dS K[:, cols of c] = sum over both key halves
                                 # j of (dS^T_j)^T K_j[:, cols of c]: publish this half of dS^T,
                                 # then read both (rows past qlen have dS = 0: their reduce-add
-                                # into the neighbour's rows adds exact zeros)
+                                # into the neighbour's rows adds exact zeros; broadcast_q: every
+                                # tile adds into the same q_len rows)
                                 tlx.fence("async_shared")
                                 tlx.local_store(ds_tiles[cid], dst)
                                 tlx.fence("async_shared")

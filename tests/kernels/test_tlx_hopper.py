@@ -215,8 +215,10 @@ def check_backward(case: Case, seed: int = 0, fused_dq: bool = False) -> dict:
     params = _params(case, scale)
     config = None
     if fused_dq:
-        config = dataclasses.replace(tlx_hopper.bwd_config(case.d, False, 0, case.hq, 132),
-                                     fused_dq=True)
+        bcast = case.mode == "bcast"
+        config = dataclasses.replace(
+            tlx_hopper.bwd_config(case.d, bcast, case.max_q if bcast else 0, case.hq, 132),
+            fused_dq=True)
         assert tlx_hopper.fuses_dq(config, case.d, case.mode == "bcast", params.deterministic), case
     tlx_hopper.POISON_OUTPUTS = True
     tlx_hopper.GRID_OVERRIDE = case.grid
@@ -365,10 +367,11 @@ def tail_cases() -> list[Case]:
 
 
 def fused_dq_cases() -> list[Case]:
-    """D=128 self/cross backward cases for the fused dQ (`BwdConfig.fused_dq`): odd lengths (steps
-    straddling qlen reduce-add zeros into the neighbour's rows), GQA, masks, fp16, empty and
-    length-1 sequences, a small grid (many tiles per CTA: held-slot protocol)."""
-    C = [c for c in bwd_cases() if c.d == 128 and c.mode != "bcast"]
+    """D=128 backward cases for the fused dQ (`BwdConfig.fused_dq`): odd lengths (steps straddling
+    qlen reduce-add zeros into the neighbour's rows, keys past klen masked), GQA, masks, fp16,
+    empty and length-1 sequences, broadcast Q (q 128/192/300), a small grid (many tiles per CTA:
+    the held-slot protocol)."""
+    C = [c for c in bwd_cases() if c.d == 128]
     return C + [Case("cross", 40, 333, 200, 4, 1, 128, "bf16", True),
                 Case("self", 40, 300, 300, 2, 2, 128, "bf16", False, 37, grid=3),
                 Case("cross", 30, 100, 100, 2, 2, 128, "bf16", lens="empty_q")]
