@@ -1,6 +1,6 @@
 """Where one attention call's time goes (GPU): host time to enqueue it, device time per kernel.
 
-    python -m benchmarks.jfa_profile --workloads fill0.1 --methods tlx,triton,varlen
+    python -m benchmarks.jfa_profile --workloads fill0.1 --methods tlx,triton,varlen [--bwd-config F=V]
 
 For each workload, method and pass it prints:
 
@@ -112,9 +112,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--host-profile", action="store_true", help="also print each row's top host functions")
+    parser.add_argument("--fwd-config", default="", metavar="FIELD=VALUE[,...]",
+                        help="tlx: FwdConfig fields changed in every forward (an A/B's candidate)")
+    parser.add_argument("--bwd-config", default="", metavar="FIELD=VALUE[,...]",
+                        help="tlx: BwdConfig fields changed in every backward")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if not torch.cuda.is_available():
         raise SystemExit("benchmarks.jfa_profile needs a CUDA GPU")
+    if args.fwd_config or args.bwd_config:
+        from benchmarks.tlx_hopper_bench import override_configs
+
+        override_configs(args.fwd_config, args.bwd_config)
     print("| method | pass | wall ms | host ms | device ms | kernels | largest kernels (device ms per call) |")
     print("|---|---|--:|--:|--:|--:|---|")
     for workload in _select_workloads(args.workloads or ["fill0.1"], quick=False):

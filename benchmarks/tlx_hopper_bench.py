@@ -242,6 +242,23 @@ def parse_overrides(spec: str, config_cls: type, option: str = "--ab") -> dict:
     return out
 
 
+def override_configs(fwd_spec: str, bwd_spec: str) -> None:
+    """Every later tlx call in this process runs with `tlx_hopper`'s default configurations changed
+    as given ('FIELD=VALUE,...'; the launchers look `fwd_config` / `bwd_config` up at call time):
+    the GPU test script checks an A/B's candidate on every case before it is merged, jfa_profile
+    splits its time by kernel."""
+    from kernels import tlx_hopper
+
+    fwd = parse_overrides(fwd_spec, tlx_hopper.FwdConfig, "--fwd-config")
+    bwd = parse_overrides(bwd_spec, tlx_hopper.BwdConfig, "--bwd-config")
+    if fwd:
+        default_fwd = tlx_hopper.fwd_config
+        tlx_hopper.fwd_config = lambda *a, **kw: dataclasses.replace(default_fwd(*a, **kw), **fwd)
+    if bwd:
+        default_bwd = tlx_hopper.bwd_config
+        tlx_hopper.bwd_config = lambda *a, **kw: dataclasses.replace(default_bwd(*a, **kw), **bwd)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")

@@ -542,23 +542,6 @@ def test_backward_deterministic(case):
 # ------------------------------------------------------------------------------------------
 # sharded script mode (device runs)
 # ------------------------------------------------------------------------------------------
-def _override_configs(fwd_spec: str, bwd_spec: str) -> None:
-    """Run every check with `tlx_hopper`'s tile configurations changed as given (the launchers look
-    `fwd_config` / `bwd_config` up at call time), so a configuration that wins a benchmark A/B is
-    checked against the reference on every case before it is merged."""
-    from benchmarks.tlx_hopper_bench import parse_overrides
-    from kernels import tlx_hopper
-
-    fwd = parse_overrides(fwd_spec, tlx_hopper.FwdConfig, "--fwd-config")
-    bwd = parse_overrides(bwd_spec, tlx_hopper.BwdConfig, "--bwd-config")
-    if fwd:
-        default_fwd = tlx_hopper.fwd_config
-        tlx_hopper.fwd_config = lambda *a, **kw: dataclasses.replace(default_fwd(*a, **kw), **fwd)
-    if bwd:
-        default_bwd = tlx_hopper.bwd_config
-        tlx_hopper.bwd_config = lambda *a, **kw: dataclasses.replace(default_bwd(*a, **kw), **bwd)
-
-
 def _main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shard", default="0/1")
@@ -570,7 +553,9 @@ def _main():
     ap.add_argument("--bwd-config", default="", metavar="FIELD=VALUE[,...]",
                     help="BwdConfig fields changed in every backward")
     args = ap.parse_args()
-    _override_configs(args.fwd_config, args.bwd_config)
+    from benchmarks.tlx_hopper_bench import override_configs
+
+    override_configs(args.fwd_config, args.bwd_config)
     idx, n = (int(x) for x in args.shard.split("/"))
     passes = args.passes.split(",")
     jobs = ([("fwd", c) for c in fwd_cases()] + [("grid", c) for c in grid_cases()]
