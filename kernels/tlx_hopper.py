@@ -261,6 +261,10 @@ class BwdConfig:
     # (the order of the adds is not fixed) keeps the dq pass, and so does D=64 (its K-slice operand
     # changes the K tiles' swizzle away from the dK/dV TMA store's: does not compile)
     fused_dq: bool = False
+    # broadcast_q with fused_dq: each CTA owns one KV head for the launch and reduce-adds into its
+    # own fp32 partial (q_len rows of its G q heads; L2-resident: 132 x q_len x G x D x 4 bytes),
+    # summed in CTA order at the end, instead of every CTA adding into the same q_len rows
+    dkdv_head_resident: bool = True
 
     @property
     def dq_block_m(self) -> int:
@@ -323,11 +327,18 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     causal = bool(params.causal)
 
     fused_dq = fuses_dq(cfg, d, broadcast, bool(params.deterministic))
+    head_resident = fused_dq and broadcast and cfg.dkdv_head_resident and hkv <= n_sm
+    per_head = n_sm // hkv if head_resident else 1   # CTAs per KV head
+    n_prog_kv = hkv * per_head if head_resident else n_sm
     delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
-    # fused: fp32 dQ, zeroed by the preprocess kernel where its rows are the output rows (self/cross)
+    # fused: fp32 dQ (or per-CTA partials), zeroed by the preprocess kernel where its rows are the
+    # output rows (self/cross)
     zero_in_preprocess = fused_dq and not broadcast
     dq_acc = delta
-    if fused_dq:
+    if head_resident:
+        dq_acc = torch.zeros((n_prog_kv * q_len, hq // hkv, d), device=query.device,
+                             dtype=torch.float32)
+    elif fused_dq:
         dq_acc = (torch.empty if zero_in_preprocess else torch.zeros)(
             query.shape, device=query.device, dtype=torch.float32)
     _jfa_bwd_preprocess_kernel[(triton_cdiv(total_out, 64), hq)](
@@ -349,14 +360,19 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     else:
         desc_dk, desc_dv = desc_k, desc_v  # not written: every half takes tl.store
     # fused: each consumer reduce-adds a [64 rows, D/2 columns] fp32 partial
-    desc_dq = _descriptor(dq_acc, query.shape[0], 64, d // 2) if fused_dq else desc_q
-    jfa_bwd_dkdv_kernel[(n_sm,)](
+    desc_dq = _descriptor(dq_acc, dq_acc.shape[0], 64, d // 2) if fused_dq else desc_q
+    jfa_bwd_dkdv_kernel[(n_prog_kv,)](
         desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv, desc_dq, dk, dv, lse, delta, q_off,
         key_offset, entries, n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out,
-        cfg.tile_window or num_nb,
+        cfg.tile_window or num_nb, per_head,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, num_warps=4, num_stages=1)
+        FUSED_DQ=fused_dq, HEAD_RESIDENT=head_resident, num_warps=4, num_stages=1)
+    if head_resident:
+        dq = torch.empty_like(query)
+        _jfa_dq_reduce_kernel[(triton_cdiv(q_len, 64), hq)](
+            dq_acc, dq, q_len, hq, hq // hkv, per_head, q_len, HEAD_DIM=d, BLOCK_R=64, num_warps=4)
+        return dq, dk, dv
     if fused_dq:
         return dq_acc.to(query.dtype), dk, dv
 
@@ -399,7 +415,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         BROADCAST_Q=broadcast, RESIDENT=resident, num_warps=4, num_stages=1)
     if broadcast and resident:
         _jfa_dq_reduce_kernel[(triton_cdiv(bm, 64), pairs)](
-            part, dq, q_len, hq, cpp, HEAD_DIM=d, BLOCK_M=bm, BLOCK_R=64, num_warps=4)
+            part, dq, q_len, hq, 1, cpp, bm, HEAD_DIM=d, BLOCK_R=64, num_warps=4)
     elif broadcast:
         dq = acc.to(query.dtype)
     return dq, dk, dv

@@ -40,8 +40,8 @@ import triton.language as tl
 import triton.language.extra.tlx as tlx
 
 from kernels.tlx_hopper_fwd import _bufidx_phase
-from kernels.tlx_schedule import (kv_block_range, n_iterations, q_block_range, seq_bounds,
-                                  tile_at)
+from kernels.tlx_schedule import (kv_block_range, kv_tile_at_head, n_iterations, q_block_range,
+                                  seq_bounds, tile_at)
 
 LOG2E = tl.constexpr(1.4426950408889634)
 # FUSED_DQ dK/dV pass: the two consumers' rendezvous per query step (named barriers, 256 threads)
@@ -74,6 +74,29 @@ def _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0, pos, qlen):
     lse2 = tl.where(ok & (lse != float("-inf")), lse * LOG2E, float("inf"))
     delta = tl.load(delta_ptr + offs, mask=ok, other=0.0)
     return lse2, delta
+
+
+@triton.jit
+def _dkdv_n_iter(n_entries, n_prog, B, HKV, ctas_per_head, HEAD_RESIDENT: tl.constexpr):
+    """Persistent-loop trip count of the dk/dv pass (every role)."""
+    if HEAD_RESIDENT:
+        n = (n_entries + ctas_per_head - 1) // ctas_per_head
+    else:
+        n = n_iterations(n_entries * HKV, n_prog, B, 1, False)
+    return n
+
+
+@triton.jit
+def _dkdv_tile(it, pid, n_prog, tile_entry, n_entries, B, HKV, NUM_NB, tile_window, ctas_per_head,
+               HEAD_RESIDENT: tl.constexpr):
+    """(valid, b, hk, nb) of a dk/dv tile: the generic order, or one KV head per CTA."""
+    if HEAD_RESIDENT:
+        valid, b, hk, nb = kv_tile_at_head(it, pid, tile_entry, n_entries, HKV, NUM_NB,
+                                           ctas_per_head)
+    else:
+        valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_entries * HKV, B, HKV, NUM_NB,
+                                   1, tile_window, False)
+    return valid, b, hk, nb
 
 
 @triton.jit
@@ -145,12 +168,14 @@ def _release_held_q_slot(q_empties, held_q):
 def jfa_bwd_dkdv_kernel(
     desc_q, desc_do, desc_k, desc_v,   # TMA: q [rows_q, Hq*D], do [total_out, Hq*D], k/v [total_kv, Hkv*D]
     desc_dk, desc_dv,                  # TMA stores of dK/dV [total_kv, Hkv*D] (TMA_EPILOGUE)
-    desc_dq,                           # FUSED_DQ: TMA reduce-add into fp32 dQ [rows_q, Hq*D], box [64, D/2]
+    desc_dq,                           # FUSED_DQ: TMA reduce-add target (fp32), box [64, D/2]:
+                                       #   dQ [rows_q, Hq*D], or with HEAD_RESIDENT the per-CTA
+                                       #   partials [n_prog * q_len, G*D] (CTA p: rows p*q_len...)
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, q_off, k_off, tile_entry, n_entries,
-    sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out, tile_window,
+    sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out, tile_window, ctas_per_head,
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
-    TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr,
+    TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, HEAD_RESIDENT: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -179,8 +204,8 @@ def jfa_bwd_dkdv_kernel(
         # consumer c's fp32 dQ partial [64 queries, D/2 columns] is staged over the step's Q tile
         # (c = 0) or dO tile (c = 1): the same bytes, free once both consumers' wgmmas finished
         dq_stage = tlx.local_alloc((BLOCK_MQ, DQ_COLS), tl.float32, 2 * NUM_BUF_Q, reuse=qdo_tiles)
-    n_tiles = tl.load(n_entries) * HKV
-    n_iter = n_iterations(n_tiles, n_prog, B, 1, False)
+    n_ent = tl.load(n_entries)
+    n_iter = _dkdv_n_iter(n_ent, n_prog, B, HKV, ctas_per_head, HEAD_RESIDENT)
 
     with tlx.async_tasks():
         # ---- producer: K/V halves per tile, Q/dO per step -----------------------------------
@@ -188,8 +213,8 @@ def jfa_bwd_dkdv_kernel(
             cnt_kv = 0
             cnt_q = 0
             for it in range(0, n_iter):
-                valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB,
-                                           1, tile_window, False)
+                valid, b, hk, nb = _dkdv_tile(it, pid, n_prog, tile_entry, n_ent, B, HKV, NUM_NB,
+                                              tile_window, ctas_per_head, HEAD_RESIDENT)
                 if valid:
                     q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
                                                                        BROADCAST_Q)
@@ -230,8 +255,8 @@ def jfa_bwd_dkdv_kernel(
             held_slot = -1
             held_q = -1  # FUSED_DQ: likewise the Q/dO slot a dQ reduce-add is still reading
             for it in range(0, n_iter):
-                valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB,
-                                           1, tile_window, False)
+                valid, b, hk, nb = _dkdv_tile(it, pid, n_prog, tile_entry, n_ent, B, HKV, NUM_NB,
+                                              tile_window, ctas_per_head, HEAD_RESIDENT)
                 if valid:
                     q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
                                                                        BROADCAST_Q)
@@ -315,9 +340,11 @@ def jfa_bwd_dkdv_kernel(
                                 tlx.fence("async_shared")
                                 tlx.local_store(stage, dq * sm_scale)
                                 tlx.fence("async_shared")
-                                tlx.async_descriptor_store(desc_dq, stage,
-                                                           [q_row0 + i0, h * HEAD_DIM + cid * DQ_COLS],
-                                                           store_reduce="add")
+                                if HEAD_RESIDENT:  # this CTA's partial of its KV head's q heads
+                                    dq_at = [pid * q_len + i0, (h - hk * G) * HEAD_DIM + cid * DQ_COLS]
+                                else:
+                                    dq_at = [q_row0 + i0, h * HEAD_DIM + cid * DQ_COLS]
+                                tlx.async_descriptor_store(desc_dq, stage, dq_at, store_reduce="add")
                                 held_q = q_slot
                             else:
                                 tlx.barrier_arrive(q_empties[q_slot], 1)
@@ -485,19 +512,26 @@ def jfa_bwd_dq_kernel(
 
 
 @triton.jit
-def _jfa_dq_reduce_kernel(part_ptr, dq_ptr, q_len, H, ctas_per_pair, HEAD_DIM: tl.constexpr,
-                      BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
-    """dq[i, h] = sum over the CTAs of pair (h, q-block of i) of their partials, in CTA order."""
-    pair = tl.program_id(1)            # = mb * H + h, the resident pair index
+def _jfa_dq_reduce_kernel(part_ptr, dq_ptr, q_len, H, G, ctas_per_pair, rows_per_cta,
+                          HEAD_DIM: tl.constexpr, BLOCK_R: tl.constexpr):
+    """dq[i, h] = sum over the CTAs that own (h, q-block of i) of their fp32 partials, in CTA order.
+
+    Partials: CTA p's rows p*rows_per_cta ... (one q-block), G*HEAD_DIM columns (head h at
+    (h % G)*HEAD_DIM). The dq pass's resident CTAs own one (q head, q-block) pair each (G=1, pair
+    = mb*H + h); the fused dK/dV pass's head-resident CTAs one KV head (G q heads, one q-block of
+    q_len rows)."""
+    pair = tl.program_id(1)            # = mb * H + h
     h = pair % H
     mb = pair // H
     r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)   # row within the q-block
-    ok = (r < BLOCK_M) & (mb * BLOCK_M + r < q_len)
+    ok = (r < rows_per_cta) & (mb * rows_per_cta + r < q_len)
     offs_d = tl.arange(0, HEAD_DIM)
+    col = (h % G) * HEAD_DIM + offs_d
+    first = (mb * (H // G) + h // G) * ctas_per_pair
     acc = tl.zeros([BLOCK_R, HEAD_DIM], dtype=tl.float32)
     for c in range(0, ctas_per_pair):
-        cta = pair * ctas_per_pair + c
-        p = part_ptr + (cta * BLOCK_M + r).to(tl.int64)[:, None] * HEAD_DIM + offs_d[None, :]
-        acc += tl.load(p, mask=ok[:, None], other=0.0)
-    out = dq_ptr + (mb * BLOCK_M + r).to(tl.int64)[:, None] * (H * HEAD_DIM) + h * HEAD_DIM + offs_d[None, :]
+        row = ((first + c) * rows_per_cta + r).to(tl.int64)
+        acc += tl.load(part_ptr + row[:, None] * (G * HEAD_DIM) + col[None, :], mask=ok[:, None],
+                       other=0.0)
+    out = dq_ptr + (mb * rows_per_cta + r).to(tl.int64)[:, None] * (H * HEAD_DIM) + h * HEAD_DIM + offs_d[None, :]
     tl.store(out, acc.to(dq_ptr.dtype.element_ty), mask=ok[:, None])

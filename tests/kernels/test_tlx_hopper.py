@@ -205,21 +205,22 @@ def check_forward(case: Case, seed: int = 0) -> dict:
     return res
 
 
-def check_backward(case: Case, seed: int = 0, fused_dq: bool = False) -> dict:
-    """(dq, dk, dv) against fp32 autograd through the reference; fused_dq: with dQ computed inside
-    the dK/dV pass (the case must be one where `fuses_dq` holds)."""
+def check_backward(case: Case, seed: int = 0, overrides: dict | None = None) -> dict:
+    """(dq, dk, dv) against fp32 autograd through the reference; overrides: BwdConfig fields
+    changed from `bwd_config`'s choice (with fused_dq, the case must be one where `fuses_dq`
+    holds)."""
     from kernels import tlx_hopper
 
     q, k, v, q_off, k_off, q_lens, k_lens = make_inputs(case, seed)
     scale = 1.0 / math.sqrt(case.d)
     params = _params(case, scale)
     config = None
-    if fused_dq:
+    if overrides:
         bcast = case.mode == "bcast"
         config = dataclasses.replace(
             tlx_hopper.bwd_config(case.d, bcast, case.max_q if bcast else 0, case.hq, 132),
-            fused_dq=True)
-        assert tlx_hopper.fuses_dq(config, case.d, case.mode == "bcast", params.deterministic), case
+            **overrides)
+        assert not config.fused_dq or tlx_hopper.fuses_dq(config, case.d, bcast, params.deterministic)
     tlx_hopper.POISON_OUTPUTS = True
     tlx_hopper.GRID_OVERRIDE = case.grid
     try:
@@ -233,7 +234,7 @@ def check_backward(case: Case, seed: int = 0, fused_dq: bool = False) -> dict:
     qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
     ref_out, _ = reference(qf, kf, vf, q_lens, k_lens, case, scale)
     (ref_out * do.float()).sum().backward()
-    res = {"case": case.name, "pass": "bwd-fused" if fused_dq else "bwd"}
+    res = {"case": case.name, "pass": "bwd" + "".join(f" {k}={v}" for k, v in (overrides or {}).items())}
     errs = []
     grads = [t.grad if t.grad is not None else torch.zeros_like(t) for t in (qf, kf, vf)]
     for name, got, ref in zip(("dq", "dk", "dv"), (dq, dk, dv), grads):
@@ -366,6 +367,10 @@ def tail_cases() -> list[Case]:
             Case("cross", 30, 100, 100, 2, 2, 128, "bf16", lens="empty_q")]
 
 
+FUSED = {"fused_dq": True}
+FUSED_SHARED_ROWS = {"fused_dq": True, "dkdv_head_resident": False}
+
+
 def fused_dq_cases() -> list[Case]:
     """D=128 backward cases for the fused dQ (`BwdConfig.fused_dq`): odd lengths (steps straddling
     qlen reduce-add zeros into the neighbour's rows, keys past klen masked), GQA, masks, fp16,
@@ -374,7 +379,9 @@ def fused_dq_cases() -> list[Case]:
     C = [c for c in bwd_cases() if c.d == 128]
     return C + [Case("cross", 40, 333, 200, 4, 1, 128, "bf16", True),
                 Case("self", 40, 300, 300, 2, 2, 128, "bf16", False, 37, grid=3),
-                Case("cross", 30, 100, 100, 2, 2, 128, "bf16", lens="empty_q")]
+                Case("cross", 30, 100, 100, 2, 2, 128, "bf16", lens="empty_q"),
+                Case("bcast", 150, 192, 260, 4, 2, 128, "bf16"),       # GQA: 2 q heads per CTA
+                Case("bcast", 80, 128, 300, 4, 4, 128, "bf16", grid=3)]  # more KV heads than CTAs
 
 
 def bwd_det_cases() -> list[Case]:
@@ -527,7 +534,16 @@ def test_backward(case):
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", fused_dq_cases(), ids=lambda c: c.name)
 def test_backward_fused_dq(case):
-    res = check_backward(case, seed=zlib.crc32(case.name.encode()), fused_dq=True)
+    res = check_backward(case, seed=zlib.crc32(case.name.encode()), overrides=FUSED)
+    assert res["ok"], res
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", [c for c in fused_dq_cases() if c.mode == "bcast"], ids=lambda c: c.name)
+def test_backward_fused_dq_shared_rows(case):
+    # broadcast Q, every CTA reduce-adding into the same q_len rows (no per-CTA partials)
+    res = check_backward(case, seed=zlib.crc32(case.name.encode()), overrides=FUSED_SHARED_ROWS)
     assert res["ok"], res
 
 
@@ -546,7 +562,7 @@ def _main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shard", default="0/1")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--passes", default="fwd,grid,ostore,bwd,bwd-fused,bwd-det")
+    ap.add_argument("--passes", default="fwd,grid,ostore,bwd,bwd-fused,bwd-fused-rows,bwd-det")
     ap.add_argument("--filter", default="", help="comma-separated substrings of case names")
     ap.add_argument("--fwd-config", default="", metavar="FIELD=VALUE[,...]",
                     help="FwdConfig fields changed in every forward (a benchmark A/B's candidate)")
@@ -561,6 +577,7 @@ def _main():
     jobs = ([("fwd", c) for c in fwd_cases()] + [("grid", c) for c in grid_cases()]
             + [("ostore", c) for c in o_store_cases()]
             + [("bwd", c) for c in bwd_cases()] + [("bwd-fused", c) for c in fused_dq_cases()]
+            + [("bwd-fused-rows", c) for c in fused_dq_cases() if c.mode == "bcast"]
             + [("bwd-det", c) for c in bwd_det_cases()])
     jobs = [j for j in jobs if j[0] in passes]
     if args.filter:
@@ -580,7 +597,8 @@ def _main():
                        "grid": lambda: check_grid_determinism(case),
                        "ostore": lambda: check_o_store_paths(case, seed),
                        "bwd": lambda: check_backward(case, seed),
-                       "bwd-fused": lambda: check_backward(case, seed, fused_dq=True),
+                       "bwd-fused": lambda: check_backward(case, seed, FUSED),
+                       "bwd-fused-rows": lambda: check_backward(case, seed, FUSED_SHARED_ROWS),
                        "bwd-det": lambda: check_bwd_determinism(case)}[kind]()
             except Exception as exc:  # record and go on with the next case
                 res = {"case": case.name, "pass": kind, "ok": False,
