@@ -143,10 +143,14 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 
                      tile_window=tile_window)
 
 
-def _check_tile_window(cfg: FwdConfig | BwdConfig) -> None:
+def _check_config(cfg: FwdConfig | BwdConfig) -> None:
+    """The launchers' checks of a configuration that the kernels would otherwise hang or misread on."""
     if not (isinstance(cfg.tile_window, int) and cfg.tile_window >= 0):
         raise ValueError(f"tlx {type(cfg).__name__}: tile_window must be an int >= 0 (0: one sequence's "
                          f"blocks), got {cfg.tile_window!r}")
+    if isinstance(cfg, BwdConfig) and cfg.fused_dq and cfg.dkdv_buf_q < 2:
+        # a step's Q/dO slot is released only in the next step (after its dQ reduce-add read it)
+        raise ValueError(f"tlx BwdConfig: fused_dq needs dkdv_buf_q >= 2, got {cfg.dkdv_buf_q}")
 
 
 def call_tile_window(key: torch.Tensor, params) -> int:
@@ -200,7 +204,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         lse.fill_(float("-inf"))
         return out, lse
     cfg = config or fwd_config(d, broadcast, q_len, call_tile_window(key, params))
-    _check_tile_window(cfg)
+    _check_config(cfg)
     if cfg.tma_store_o and (broadcast or cfg.num_buf_q < 2):
         raise ValueError("tlx FwdConfig: tma_store_o needs self/cross attention (not broadcast_q) and "
                          "num_buf_q >= 2: O is staged in a group's Q slot while the next tile's Q "
@@ -312,7 +316,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     q_len = query.shape[0] if broadcast else 0
     n_sm = GRID_OVERRIDE or _num_sms(query.device.index or 0)
     cfg = config or bwd_config(d, broadcast, q_len, hq, n_sm, call_tile_window(key, params))
-    _check_tile_window(cfg)
+    _check_config(cfg)
     total_out = B * q_len if broadcast else query.shape[0]
     dk = torch.empty_like(key)
     dv = torch.empty_like(value)

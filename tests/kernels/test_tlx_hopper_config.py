@@ -54,3 +54,12 @@ def test_dq_fused_only_where_it_is_correct():
     # off unless asked for (not yet measured against the two-pass backward on the H200)
     for d, bq, ql in ((128, False, 0), (128, True, 192), (64, False, 0)):
         assert not fuses_dq(bwd_config(d, bq, ql, 4, 132), d, bq, False)
+
+
+def test_fused_dq_needs_a_two_slot_q_ring():
+    from kernels.tlx_hopper import _check_config
+
+    _check_config(BwdConfig(fused_dq=True, dkdv_buf_q=2))
+    _check_config(BwdConfig(fused_dq=False, dkdv_buf_q=1))
+    with pytest.raises(ValueError, match=r"tlx BwdConfig: fused_dq needs dkdv_buf_q >= 2, got 1"):
+        _check_config(BwdConfig(fused_dq=True, dkdv_buf_q=1))
