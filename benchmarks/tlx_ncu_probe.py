@@ -1,20 +1,41 @@
-"""One forward and one backward of the TLX kernels on PMA B=768 max_kv=1024 H=4 q=128 fill 0.9,
-for Nsight Compute (`ncu --clock-control none ...`, see benchmarks/tlx_device_run.sh)."""
+"""One forward and one backward of the TLX kernels on one `tlx_hopper_bench` shape, for Nsight
+Compute (`ncu --clock-control none ...`, see benchmarks/tlx_device_run.sh):
 
+    python -m benchmarks.tlx_ncu_probe [--shape "PMA q128 fill0.9"] [--bwd-config F=V[,...]]
+"""
+
+import argparse
 import math
 
 import torch
 
-from benchmarks.tlx_hopper_bench import build, shapes
+from benchmarks.tlx_hopper_bench import build, override_configs, shapes
 from kernels import tlx_hopper
 from kernels.common import JFAParams
 
-sh = [s for s in shapes() if s["name"] == "PMA q128 fill0.9"][0]
-x = build(sh)
-params = JFAParams(max_seq_len_q=sh["q"], max_seq_len_kv=sh["max_kv"],
-                   sm_scale=1 / math.sqrt(x["q"].shape[-1]), broadcast_q=True)
-out, lse = tlx_hopper.forward(x["q"], x["k"], x["v"], None, x["k_off"], params)
-do = torch.randn_like(out)
-tlx_hopper.backward(do, x["q"], x["k"], x["v"], out, lse, None, x["k_off"], params)
-torch.cuda.synchronize()
-print("fwd bytes", x["fwd_bytes"], "flops", x["flops"])
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default="PMA q128 fill0.9", help="a tlx_hopper_bench shape name")
+    ap.add_argument("--bwd-config", default="", metavar="FIELD=VALUE[,...]",
+                    help="BwdConfig fields changed from the launcher's choice")
+    args = ap.parse_args()
+    names = [s["name"] for s in shapes()]
+    if args.shape not in names:
+        raise SystemExit(f"--shape: expected one of {names}, got {args.shape!r}")
+    override_configs("", args.bwd_config)
+    sh = shapes()[names.index(args.shape)]
+    x = build(sh)
+    bcast = sh["kind"] == "bcast"
+    params = JFAParams(max_seq_len_q=sh["q"], max_seq_len_kv=sh["max_kv"],
+                       sm_scale=1 / math.sqrt(x["q"].shape[-1]), broadcast_q=bcast)
+    q_off = None if bcast else x["q_off"]
+    out, lse = tlx_hopper.forward(x["q"], x["k"], x["v"], q_off, x["k_off"], params)
+    do = torch.randn_like(out)
+    tlx_hopper.backward(do, x["q"], x["k"], x["v"], out, lse, q_off, x["k_off"], params)
+    torch.cuda.synchronize()
+    print(args.shape, "fwd bytes", x["fwd_bytes"], "flops", x["flops"])
+
+
+if __name__ == "__main__":
+    main()
