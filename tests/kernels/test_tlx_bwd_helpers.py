@@ -1,4 +1,5 @@
-"""`_jfa_dq_reduce_kernel` (plain Triton inside the TLX backward module) against torch sums.
+"""The TLX backward's plain-Triton helpers (`_jfa_bwd_preprocess_kernel`, `_jfa_dq_reduce_kernel`)
+against torch.
 
 Runs where fbtriton (TLX) imports: on an sm_90 GPU, or on the CPU under TRITON_INTERPRET=1 (the
 fbtriton interpreter); skipped otherwise (the module imports TLX).
@@ -49,3 +50,24 @@ def test_head_resident_partials_per_kv_head(q_len):
     p = part.cpu().double().view(hkv, cpp, q_len, G, d)           # [hk, c, i, g, d]
     want = p.sum(1).permute(1, 0, 2, 3).reshape(q_len, hq, d)     # head h = hk*G + g
     torch.testing.assert_close(dq.double(), want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("zero_dq", [False, True])
+def test_preprocess_delta_and_fused_dq_zeroing(zero_dq):
+    import triton
+
+    from kernels.tlx_hopper_bwd import _jfa_bwd_preprocess_kernel
+
+    rows, H, d = 150, 3, 64                      # rows not a multiple of the 64-row block
+    o = torch.randn(rows, H, d, device=DEVICE, dtype=torch.bfloat16)
+    do = torch.randn(rows, H, d, device=DEVICE, dtype=torch.bfloat16)
+    delta = torch.full((H, rows), float("nan"), device=DEVICE)
+    dq_acc = torch.full((rows, H, d), float("nan"), device=DEVICE)
+    _jfa_bwd_preprocess_kernel[(triton.cdiv(rows, 64), H)](o, do, delta, dq_acc, rows, H,
+                                                           HEAD_DIM=d, BLOCK_R=64, ZERO_DQ=zero_dq)
+    want = (o.double() * do.double()).sum(-1).t()
+    torch.testing.assert_close(delta.cpu().double(), want.cpu(), rtol=1e-5, atol=1e-4)
+    if zero_dq:
+        assert torch.equal(dq_acc.cpu(), torch.zeros(rows, H, d))
+    else:
+        assert dq_acc.isnan().all()                # untouched without ZERO_DQ
