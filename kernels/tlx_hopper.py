@@ -151,6 +151,9 @@ def _check_config(cfg: FwdConfig | BwdConfig) -> None:
     if isinstance(cfg, BwdConfig) and cfg.fused_dq and cfg.dkdv_buf_q < 2:
         # a step's Q/dO slot is released only in the next step (after its dQ reduce-add read it)
         raise ValueError(f"tlx BwdConfig: fused_dq needs dkdv_buf_q >= 2, got {cfg.dkdv_buf_q}")
+    if isinstance(cfg, BwdConfig) and cfg.fused_dq and cfg.dkdv_pingpong:
+        # the fused step already meets at two named barriers per step (the same ids)
+        raise ValueError("tlx BwdConfig: dkdv_pingpong and fused_dq exclude each other")
 
 
 def call_tile_window(key: torch.Tensor, params) -> int:
@@ -269,6 +272,10 @@ class BwdConfig:
     # own fp32 partial (q_len rows of its G q heads; L2-resident: 132 x q_len x G x D x 4 bytes),
     # summed in CTA order at the end, instead of every CTA adding into the same q_len rows
     dkdv_head_resident: bool = True
+    # dk/dv pass without fused_dq: the two consumers take turns issuing their wgmma pairs (named
+    # barriers, as the forward's groups). Run 5 measured it on the PMA rows only (no gain, removed);
+    # back as a switch for the self rows' A/B, whose tiles have 8-16 query steps instead of 2-3
+    dkdv_pingpong: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -371,7 +378,8 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         cfg.tile_window or num_nb, per_head,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, HEAD_RESIDENT=head_resident, num_warps=4, num_stages=1)
+        FUSED_DQ=fused_dq, HEAD_RESIDENT=head_resident, PINGPONG=cfg.dkdv_pingpong and not fused_dq,
+        num_warps=4, num_stages=1)
     if head_resident:
         dq = torch.empty_like(query)
         _jfa_dq_reduce_kernel[(triton_cdiv(q_len, 64), hq)](

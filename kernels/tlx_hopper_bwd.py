@@ -39,7 +39,7 @@ import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
 
-from kernels.tlx_hopper_fwd import _bufidx_phase
+from kernels.tlx_hopper_fwd import PINGPONG_BAR, _bufidx_phase, _pingpong_enter, _pingpong_leave
 from kernels.tlx_schedule import (kv_block_range, kv_tile_at_head, n_iterations, q_block_range,
                                   seq_bounds, tile_at)
 
@@ -176,6 +176,7 @@ def jfa_bwd_dkdv_kernel(
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, HEAD_RESIDENT: tl.constexpr,
+    PINGPONG: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -254,6 +255,8 @@ def jfa_bwd_dkdv_kernel(
             # store drains while that step computes.
             held_slot = -1
             held_q = -1  # FUSED_DQ: likewise the Q/dO slot a dQ reduce-add is still reading
+            if PINGPONG and cid == 1:
+                tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # consumer 0 issues first
             for it in range(0, n_iter):
                 valid, b, hk, nb = _dkdv_tile(it, pid, n_prog, tile_entry, n_ent, B, HKV, NUM_NB,
                                               tile_window, ctas_per_head, HEAD_RESIDENT)
@@ -292,8 +295,14 @@ def jfa_bwd_dkdv_kernel(
                                 st = tlx.async_dot(k_tiles[kv_i], tlx.local_trans(q_t))
                                 dpt = tlx.async_dot(v_tiles[kv_i], tlx.local_trans(do_t))
                             else:
+                                # PINGPONG: the consumers take turns issuing their wgmma pairs,
+                                # so one's P^T/dS^T math overlaps the other's tensor-core work
+                                if PINGPONG:
+                                    _pingpong_enter(cid, 2)
                                 st = tlx.async_dot(k_c, tlx.local_trans(q_t))
                                 dpt = tlx.async_dot(v_c, tlx.local_trans(do_t))
+                                if PINGPONG:
+                                    _pingpong_leave(cid, 2)
                             if FUSED_DQ:
                                 held_q = _release_held_q_slot(q_empties, held_q)
                             st = tlx.async_dot_wait(1, st)
@@ -305,8 +314,12 @@ def jfa_bwd_dkdv_kernel(
                                 pt = tl.where((kv_pos < klen)[:, None], pt, 0.0)
                             dpt = tlx.async_dot_wait(0, dpt)
                             dst = (pt * (dpt - delta[None, :])).to(dtype)
+                            if PINGPONG:
+                                _pingpong_enter(cid, 2)
                             dv = tlx.async_dot(pt.to(dtype), do_t, dv)
                             dk = tlx.async_dot(dst, q_t, dk)
+                            if PINGPONG:
+                                _pingpong_leave(cid, 2)
                             if FUSED_DQ:
                                 # dQ[:, cols of c] = dS K[:, cols of c] = sum over both key halves
                                 # j of (dS^T_j)^T K_j[:, cols of c]: publish this half of dS^T,

@@ -63,3 +63,11 @@ def test_fused_dq_needs_a_two_slot_q_ring():
     _check_config(BwdConfig(fused_dq=False, dkdv_buf_q=1))
     with pytest.raises(ValueError, match=r"tlx BwdConfig: fused_dq needs dkdv_buf_q >= 2, got 1"):
         _check_config(BwdConfig(fused_dq=True, dkdv_buf_q=1))
+
+
+def test_dkdv_pingpong_excludes_fused_dq():
+    from kernels.tlx_hopper import _check_config
+
+    _check_config(BwdConfig(dkdv_pingpong=True))
+    with pytest.raises(ValueError, match=r"dkdv_pingpong and fused_dq exclude each other"):
+        _check_config(BwdConfig(fused_dq=True, dkdv_pingpong=True))
