@@ -263,8 +263,8 @@ class BwdConfig:
     dkdv_tma_store: bool = True  # dk/dv pass: full 64-row halves leave by TMA store (else tl.store)
     tile_window: int = 1  # both passes, as FwdConfig.tile_window (0: one sequence's blocks)
     # D=128 with deterministic=False: dQ = dS K inside the dK/dV pass (5 GEMMs per block pair
-    # instead of 7), each step's fp32 partial reduce-added into dQ by TMA; no dq pass. With
-    # broadcast_q every tile reduces into the same q_len rows (L2 does the adds). deterministic=True
+    # instead of 7), each step's fp32 partial reduce-added into dQ by TMA; no dq pass (broadcast_q:
+    # see dkdv_head_resident; the adds happen in L2). deterministic=True
     # (the order of the adds is not fixed) keeps the dq pass, and so does D=64 (its K-slice operand
     # changes the K tiles' swizzle away from the dK/dV TMA store's: does not compile)
     fused_dq: bool = False
@@ -382,6 +382,8 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         num_warps=4, num_stages=1)
     if head_resident:
         dq = torch.empty_like(query)
+        if POISON_OUTPUTS:
+            dq.fill_(float("nan"))
         _jfa_dq_reduce_kernel[(triton_cdiv(q_len, 64), hq)](
             dq_acc, dq, q_len, hq, hq // hkv, per_head, q_len, HEAD_DIM=d, BLOCK_R=64, num_warps=4)
         return dq, dk, dv
