@@ -130,7 +130,8 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
                      CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast,
                      TMA_EPILOGUE=cfg.dkdv_tma_store, FUSED_DQ=fused,
                      HEAD_RESIDENT=fused and bcast and cfg.dkdv_head_resident,
-                     PINGPONG=cfg.dkdv_pingpong and not fused)
+                     PINGPONG=cfg.dkdv_pingpong and not fused,
+                     STAGED_STORE=cfg.dkdv_store_via_smem or fused)
     else:
         fn = jfa_bwd_dq_kernel
         sig["desc_k"] = sig["desc_v"] = _tdesc(dt, cfg.dq_block_n, d)

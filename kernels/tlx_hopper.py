@@ -143,8 +143,9 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 
                      tile_window=tile_window)
 
 
-def _check_config(cfg: FwdConfig | BwdConfig) -> None:
-    """The launchers' checks of a configuration that the kernels would otherwise hang or misread on."""
+def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
+    """The launchers' checks of a configuration that the kernels would otherwise hang on, misread or
+    not fit in shared memory."""
     if not (isinstance(cfg.tile_window, int) and cfg.tile_window >= 0):
         raise ValueError(f"tlx {type(cfg).__name__}: tile_window must be an int >= 0 (0: one sequence's "
                          f"blocks), got {cfg.tile_window!r}")
@@ -154,6 +155,10 @@ def _check_config(cfg: FwdConfig | BwdConfig) -> None:
     if isinstance(cfg, BwdConfig) and cfg.fused_dq and cfg.dkdv_pingpong:
         # the fused step already meets at two named barriers per step (the same ids)
         raise ValueError("tlx BwdConfig: dkdv_pingpong and fused_dq exclude each other")
+    if (isinstance(cfg, BwdConfig) and head_dim == 128 and cfg.dkdv_buf_q > 2
+            and not (cfg.dkdv_store_via_smem or cfg.fused_dq)):
+        raise ValueError(f"tlx BwdConfig: dkdv_buf_q={cfg.dkdv_buf_q} at head dim 128 needs "
+                         "dkdv_store_via_smem=True (shared memory)")
 
 
 def call_tile_window(key: torch.Tensor, params) -> int:
@@ -276,6 +281,11 @@ class BwdConfig:
     # barriers, as the forward's groups). Run 5 measured it on the PMA rows only (no gain, removed);
     # back as a switch for the self rows' A/B, whose tiles have 8-16 query steps instead of 2-3
     dkdv_pingpong: bool = False
+    # dk/dv pass: halves that straddle klen (a TMA box cannot stop there) are staged in the tile's
+    # own K/V halves as well and stored from there, instead of from the wgmma layout through a
+    # 16 KB relayout scratch: D=128 196,920 B of shared memory instead of 213,304 (room for
+    # dkdv_buf_q=3), 0-2 spilled words instead of 4-6. Always on with fused_dq
+    dkdv_store_via_smem: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -323,7 +333,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     q_len = query.shape[0] if broadcast else 0
     n_sm = GRID_OVERRIDE or _num_sms(query.device.index or 0)
     cfg = config or bwd_config(d, broadcast, q_len, hq, n_sm, call_tile_window(key, params))
-    _check_config(cfg)
+    _check_config(cfg, d)
     total_out = B * q_len if broadcast else query.shape[0]
     dk = torch.empty_like(key)
     dv = torch.empty_like(value)
@@ -338,6 +348,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     causal = bool(params.causal)
 
     fused_dq = fuses_dq(cfg, d, broadcast, bool(params.deterministic))
+    staged_store = cfg.dkdv_store_via_smem or fused_dq
     head_resident = fused_dq and broadcast and cfg.dkdv_head_resident and hkv <= n_sm
     per_head = n_sm // hkv if head_resident else 1   # CTAs per KV head
     n_prog_kv = hkv * per_head if head_resident else n_sm
@@ -379,7 +390,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
         FUSED_DQ=fused_dq, HEAD_RESIDENT=head_resident, PINGPONG=cfg.dkdv_pingpong and not fused_dq,
-        num_warps=4, num_stages=1)
+        STAGED_STORE=staged_store, num_warps=4, num_stages=1)
     if head_resident:
         dq = torch.empty_like(query)
         if POISON_OUTPUTS:

@@ -126,14 +126,16 @@ def _dkdv_probs(st, lse2, kv_pos, i0, window, qk_scale, CAUSAL: tl.constexpr,
 
 
 @triton.jit
-def _store_dkdv(dk_ptr, dv_ptr, dk, dv, kv_pos, klen, kv_row0, hk, HKV, sm_scale,
-                HEAD_DIM: tl.constexpr):
-    """dK (scaled), dV rows < klen (rows past it belong to the next sequence)."""
-    ok = kv_pos < klen
-    rows = (kv_row0 + kv_pos).to(tl.int64)
+def _store_kv_rows(dk_ptr, dv_ptr, dk, dv, row0, klen, kv_row0, hk, HKV, HEAD_DIM: tl.constexpr,
+                   HALF: tl.constexpr):
+    """dK, dV (already scaled and cast) of key rows row0 .. row0+HALF-1 that lie below klen (rows
+    past it belong to the next sequence)."""
+    pos = row0 + tl.arange(0, HALF)
+    rows = (kv_row0 + pos).to(tl.int64)
     offs = rows[:, None] * (HKV * HEAD_DIM) + hk * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
-    tl.store(dk_ptr + offs, (dk * sm_scale).to(dk_ptr.dtype.element_ty), mask=ok[:, None])
-    tl.store(dv_ptr + offs, dv.to(dv_ptr.dtype.element_ty), mask=ok[:, None])
+    ok = (pos < klen)[:, None]
+    tl.store(dk_ptr + offs, dk, mask=ok)
+    tl.store(dv_ptr + offs, dv, mask=ok)
 
 
 @triton.jit
@@ -176,7 +178,7 @@ def jfa_bwd_dkdv_kernel(
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, HEAD_RESIDENT: tl.constexpr,
-    PINGPONG: tl.constexpr,
+    PINGPONG: tl.constexpr, STAGED_STORE: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -362,23 +364,35 @@ def jfa_bwd_dkdv_kernel(
                             else:
                                 tlx.barrier_arrive(q_empties[q_slot], 1)
                             cnt_q += 1
-                        if tma_store:
+                        if tma_store or STAGED_STORE:
                             # This warpgroup's K/V halves are free (its last wgmma was waited on):
-                            # stage dK, dV there and store them by TMA, off the critical path.
+                            # stage dK, dV there
                             tlx.fence("async_shared")
                             tlx.local_store(k_c, (dk * sm_scale).to(dtype))
                             tlx.local_store(v_c, dv.to(dtype))
                             tlx.fence("async_shared")
+                        if tma_store:  # and store them by TMA, off the critical path
                             row = kv_row0 + n0 + cid * HALF
                             tlx.async_descriptor_store(desc_dk, k_c, [row, hk * HEAD_DIM])
                             tlx.async_descriptor_store(desc_dv, v_c, [row, hk * HEAD_DIM])
                             held_slot = slot
                         else:
+                            if STAGED_STORE:
+                                # a half that straddles klen (a TMA box cannot stop there): read
+                                # it back in a store-friendly layout for the masked store
+                                _store_kv_rows(dk_ptr, dv_ptr, tlx.local_load(k_c),
+                                               tlx.local_load(v_c), n0 + cid * HALF, klen, kv_row0,
+                                               hk, HKV, HEAD_DIM, HALF)
                             tlx.barrier_arrive(kv_empties[slot], 1)
                         cnt_kv += 1
-                    if not tma_store or nsteps == 0:
-                        _store_dkdv(dk_ptr, dv_ptr, dk, dv, kv_pos, klen, kv_row0, hk, HKV,
-                                    sm_scale, HEAD_DIM)
+                    if nsteps == 0:  # no query sees these keys
+                        zero = tl.zeros([HALF, HEAD_DIM], dtype=dtype)
+                        _store_kv_rows(dk_ptr, dv_ptr, zero, zero, n0 + cid * HALF, klen, kv_row0,
+                                       hk, HKV, HEAD_DIM, HALF)
+                    elif not (tma_store or STAGED_STORE):
+                        # from the wgmma layout: relayout through a 16 KB shared-memory scratch
+                        _store_kv_rows(dk_ptr, dv_ptr, (dk * sm_scale).to(dtype), dv.to(dtype),
+                                       n0 + cid * HALF, klen, kv_row0, hk, HKV, HEAD_DIM, HALF)
             if TMA_EPILOGUE or FUSED_DQ:
                 tlx.async_descriptor_store_wait(0)  # the last stores finish before the CTA exits
 

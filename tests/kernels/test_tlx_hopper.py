@@ -370,6 +370,8 @@ def tail_cases() -> list[Case]:
 FUSED = {"fused_dq": True}
 FUSED_SHARED_ROWS = {"fused_dq": True, "dkdv_head_resident": False}
 PINGPONG = {"dkdv_pingpong": True}
+# halves straddling klen stored from shared memory, which makes room for a 3-slot Q/dO ring
+STAGED_RING3 = {"dkdv_store_via_smem": True, "dkdv_buf_q": 3}
 
 
 def fused_dq_cases() -> list[Case]:
@@ -549,6 +551,14 @@ def test_backward_dkdv_pingpong(case):
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", bwd_cases(), ids=lambda c: c.name)
+def test_backward_staged_store_three_slot_ring(case):
+    res = check_backward(case, seed=zlib.crc32(case.name.encode()), overrides=STAGED_RING3)
+    assert res["ok"], res
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", [c for c in fused_dq_cases() if c.mode == "bcast"], ids=lambda c: c.name)
 def test_backward_fused_dq_shared_rows(case):
     # broadcast Q, every CTA reduce-adding into the same q_len rows (no per-CTA partials)
@@ -572,7 +582,8 @@ def _main():
     ap.add_argument("--shard", default="0/1")
     ap.add_argument("--out", default=None)
     ap.add_argument("--passes",
-                    default="fwd,grid,ostore,bwd,bwd-fused,bwd-fused-rows,bwd-pingpong,bwd-det")
+                    default="fwd,grid,ostore,bwd,bwd-fused,bwd-fused-rows,bwd-pingpong,bwd-staged,"
+                            "bwd-det")
     ap.add_argument("--filter", default="", help="comma-separated substrings of case names")
     ap.add_argument("--fwd-config", default="", metavar="FIELD=VALUE[,...]",
                     help="FwdConfig fields changed in every forward (a benchmark A/B's candidate)")
@@ -589,6 +600,7 @@ def _main():
             + [("bwd", c) for c in bwd_cases()] + [("bwd-fused", c) for c in fused_dq_cases()]
             + [("bwd-fused-rows", c) for c in fused_dq_cases() if c.mode == "bcast"]
             + [("bwd-pingpong", c) for c in bwd_cases()]
+            + [("bwd-staged", c) for c in bwd_cases()]
             + [("bwd-det", c) for c in bwd_det_cases()])
     jobs = [j for j in jobs if j[0] in passes]
     if args.filter:
@@ -611,6 +623,7 @@ def _main():
                        "bwd-fused": lambda: check_backward(case, seed, FUSED),
                        "bwd-fused-rows": lambda: check_backward(case, seed, FUSED_SHARED_ROWS),
                        "bwd-pingpong": lambda: check_backward(case, seed, PINGPONG),
+                       "bwd-staged": lambda: check_backward(case, seed, STAGED_RING3),
                        "bwd-det": lambda: check_bwd_determinism(case)}[kind]()
             except Exception as exc:  # record and go on with the next case
                 res = {"case": case.name, "pass": kind, "ok": False,

@@ -71,3 +71,12 @@ def test_dkdv_pingpong_excludes_fused_dq():
     _check_config(BwdConfig(dkdv_pingpong=True))
     with pytest.raises(ValueError, match=r"dkdv_pingpong and fused_dq exclude each other"):
         _check_config(BwdConfig(fused_dq=True, dkdv_pingpong=True))
+
+
+def test_three_slot_q_ring_at_d128_needs_the_staged_store():
+    from kernels.tlx_hopper import _check_config
+
+    _check_config(BwdConfig(dkdv_buf_q=3, dkdv_store_via_smem=True), 128)
+    _check_config(BwdConfig(dkdv_buf_q=3), 64)   # D=64 has shared memory to spare
+    with pytest.raises(ValueError, match=r"dkdv_buf_q=3 at head dim 128 needs dkdv_store_via_smem"):
+        _check_config(BwdConfig(dkdv_buf_q=3), 128)
