@@ -292,7 +292,7 @@ def jfa_bwd_dkdv_kernel(
                             if FUSED_DQ:
                                 # _opaque buffer indices: the compiler recomputes the wgmma
                                 # descriptors per step instead of holding them in registers
-                                # (193 spilled words at D=128 otherwise, 16-28 with)
+                                # (D=128: 193 spilled words otherwise, 8-15 with)
                                 kv_i = _opaque(2 * slot + cid)
                                 st = tlx.async_dot(k_tiles[kv_i], tlx.local_trans(q_t))
                                 dpt = tlx.async_dot(v_tiles[kv_i], tlx.local_trans(do_t))
