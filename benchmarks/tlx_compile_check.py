@@ -122,7 +122,8 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
     if kern == "dkdv":
         fn = jfa_bwd_dkdv_kernel
         sig.update({"desc_dk": _tdesc(dt, 64, d), "desc_dv": _tdesc(dt, 64, d),
-                    "desc_dq": _tdesc("fp32", 64, d // 2), "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}"})
+                    "desc_stats": _tdesc("fp32", 1, 64), "desc_dq": _tdesc("fp32", 64, d // 2),
+                    "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}"})
         ints = ("window", "B", "HKV", "G", "q_len", "NUM_NB", "total_out", "tile_window",
                 "ctas_per_head")
         fused = cfg.fused_dq and d == 128
@@ -131,7 +132,8 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
                      TMA_EPILOGUE=cfg.dkdv_tma_store, FUSED_DQ=fused,
                      HEAD_RESIDENT=fused and bcast and cfg.dkdv_head_resident,
                      PINGPONG=cfg.dkdv_pingpong and not fused,
-                     STAGED_STORE=cfg.dkdv_store_via_smem or fused)
+                     STAGED_STORE=cfg.dkdv_store_via_smem or fused,
+                     STATS_SMEM=cfg.dkdv_stats_smem)
     else:
         fn = jfa_bwd_dq_kernel
         sig["desc_k"] = sig["desc_v"] = _tdesc(dt, cfg.dq_block_n, d)

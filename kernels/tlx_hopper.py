@@ -286,6 +286,10 @@ class BwdConfig:
     # 16 KB relayout scratch: D=128 196,920 B of shared memory instead of 213,304 (room for
     # dkdv_buf_q=3), 0-2 spilled words instead of 4-6. Always on with fused_dq
     dkdv_store_via_smem: bool = False
+    # dk/dv pass: each query step's LSE and delta arrive by TMA with its Q/dO tiles (written,
+    # padded for TMA, by the preprocess kernel) instead of per-step global loads in the consumers'
+    # critical path
+    dkdv_stats_smem: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -363,9 +367,13 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     elif fused_dq:
         dq_acc = (torch.empty if zero_in_preprocess else torch.zeros)(
             query.shape, device=query.device, dtype=torch.float32)
+    # dkdv_stats_smem: [2*Hq, rows] fp32, rows padded to 4 (16-byte TMA row stride)
+    stats_stride = triton_cdiv(total_out, 4) * 4
+    stats = (torch.empty((2 * hq, stats_stride), device=query.device, dtype=torch.float32)
+             if cfg.dkdv_stats_smem else delta)
     _jfa_bwd_preprocess_kernel[(triton_cdiv(total_out, 64), hq)](
-        out, grad_out, delta, dq_acc, total_out, hq, HEAD_DIM=d, BLOCK_R=64,
-        ZERO_DQ=zero_in_preprocess, num_warps=4)
+        out, grad_out, delta, dq_acc, lse, stats, total_out, stats_stride, hq, HEAD_DIM=d,
+        BLOCK_R=64, ZERO_DQ=zero_in_preprocess, WRITE_STATS=cfg.dkdv_stats_smem, num_warps=4)
 
     desc_q = _descriptor(query, query.shape[0], 64)
     desc_do = _descriptor(grad_out, total_out, 64)
@@ -383,14 +391,20 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         desc_dk, desc_dv = desc_k, desc_v  # not written: every half takes tl.store
     # fused: each consumer reduce-adds a [64 rows, D/2 columns] fp32 partial
     desc_dq = _descriptor(dq_acc, dq_acc.shape[0], 64, d // 2) if fused_dq else desc_q
+    if cfg.dkdv_stats_smem:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        desc_stats = TensorDescriptor(stats, [2 * hq, total_out], [stats_stride, 1], [1, 64])
+    else:
+        desc_stats = desc_q  # not read
     jfa_bwd_dkdv_kernel[(n_prog_kv,)](
-        desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv, desc_dq, dk, dv, lse, delta, q_off,
+        desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv, desc_stats, desc_dq, dk, dv, lse, delta, q_off,
         key_offset, entries, n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out,
         cfg.tile_window or num_nb, per_head,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
         FUSED_DQ=fused_dq, HEAD_RESIDENT=head_resident, PINGPONG=cfg.dkdv_pingpong and not fused_dq,
-        STAGED_STORE=staged_store, num_warps=4, num_stages=1)
+        STAGED_STORE=staged_store, STATS_SMEM=cfg.dkdv_stats_smem, num_warps=4, num_stages=1)
     if head_resident:
         dq = torch.empty_like(query)
         if POISON_OUTPUTS:

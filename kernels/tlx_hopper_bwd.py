@@ -50,17 +50,26 @@ STEP_DONE_BAR = tl.constexpr(10)  # both consumers' wgmmas of the step finished
 
 
 @triton.jit
-def _jfa_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, dq_acc_ptr, total_out, H,
-                               HEAD_DIM: tl.constexpr, BLOCK_R: tl.constexpr, ZERO_DQ: tl.constexpr):
+def _jfa_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, dq_acc_ptr, lse_ptr, stats_ptr, total_out,
+                               stats_stride, H, HEAD_DIM: tl.constexpr, BLOCK_R: tl.constexpr,
+                               ZERO_DQ: tl.constexpr, WRITE_STATS: tl.constexpr):
     """delta[h, r] = sum_d O[r, h, d] * dO[r, h, d] in fp32; with ZERO_DQ (fused dQ, self/cross:
-    output rows are query rows) also zeroes the fp32 dQ accumulator's rows, saving a memset."""
+    output rows are query rows) also zeroes the fp32 dQ accumulator's rows, saving a memset; with
+    WRITE_STATS also the dK/dV pass's TMA-loaded row statistics, stats[h, r] = LSE in base 2
+    (+inf for rows that see no key) and stats[H + h, r] = delta, rows stats_stride apart."""
     h = tl.program_id(1)
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     ok = rows < total_out
     offs = rows.to(tl.int64)[:, None] * (H * HEAD_DIM) + h * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
     o = tl.load(o_ptr + offs, mask=ok[:, None], other=0.0).to(tl.float32)
     do = tl.load(do_ptr + offs, mask=ok[:, None], other=0.0).to(tl.float32)
-    tl.store(delta_ptr + h.to(tl.int64) * total_out + rows, tl.sum(o * do, 1), mask=ok)
+    delta = tl.sum(o * do, 1)
+    tl.store(delta_ptr + h.to(tl.int64) * total_out + rows, delta, mask=ok)
+    if WRITE_STATS:
+        lse = tl.load(lse_ptr + h.to(tl.int64) * total_out + rows, mask=ok, other=0.0)
+        lse2 = tl.where(lse == float("-inf"), float("inf"), lse * LOG2E)
+        tl.store(stats_ptr + h.to(tl.int64) * stats_stride + rows, lse2, mask=ok)
+        tl.store(stats_ptr + (H + h).to(tl.int64) * stats_stride + rows, delta, mask=ok)
     if ZERO_DQ:
         tl.store(dq_acc_ptr + offs, tl.zeros([BLOCK_R, HEAD_DIM], dtype=tl.float32), mask=ok[:, None])
 
@@ -170,6 +179,7 @@ def _release_held_q_slot(q_empties, held_q):
 def jfa_bwd_dkdv_kernel(
     desc_q, desc_do, desc_k, desc_v,   # TMA: q [rows_q, Hq*D], do [total_out, Hq*D], k/v [total_kv, Hkv*D]
     desc_dk, desc_dv,                  # TMA stores of dK/dV [total_kv, Hkv*D] (TMA_EPILOGUE)
+    desc_stats,                        # STATS_SMEM: row statistics [2*Hq, padded rows] fp32, box [1, 64]
     desc_dq,                           # FUSED_DQ: TMA reduce-add target (fp32), box [64, D/2]:
                                        #   dQ [rows_q, Hq*D], or with HEAD_RESIDENT the per-CTA
                                        #   partials [n_prog * q_len, G*D] (CTA p: rows p*q_len...)
@@ -178,7 +188,7 @@ def jfa_bwd_dkdv_kernel(
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, HEAD_RESIDENT: tl.constexpr,
-    PINGPONG: tl.constexpr, STAGED_STORE: tl.constexpr,
+    PINGPONG: tl.constexpr, STAGED_STORE: tl.constexpr, STATS_SMEM: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -201,6 +211,9 @@ def jfa_bwd_dkdv_kernel(
     kv_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=2)
     q_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=1)
     q_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=2)
+    if STATS_SMEM:
+        # step slot i: its rows' LSE (base 2) at stats_tiles[2i], delta at stats_tiles[2i + 1]
+        stats_tiles = tlx.local_alloc((1, BLOCK_MQ), tl.float32, 2 * NUM_BUF_Q)
     if FUSED_DQ:
         # dS^T of the step, one [64 keys, 64 queries] half per consumer: dQ's A operand (transposed)
         ds_tiles = tlx.local_alloc((HALF, BLOCK_MQ), dtype, 2)
@@ -239,7 +252,16 @@ def jfa_bwd_dkdv_kernel(
                             h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)
                             q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
                             tlx.barrier_wait(q_empties[q_slot], q_phase ^ 1)
-                            tlx.barrier_expect_bytes(q_fulls[q_slot], 2 * STEP_BYTES)
+                            if STATS_SMEM:
+                                tlx.barrier_expect_bytes(q_fulls[q_slot],
+                                                         2 * STEP_BYTES + 2 * 4 * BLOCK_MQ)
+                                tlx.async_descriptor_load(desc_stats, stats_tiles[2 * q_slot],
+                                                          [h, out_row0 + i0], q_fulls[q_slot])
+                                tlx.async_descriptor_load(desc_stats, stats_tiles[2 * q_slot + 1],
+                                                          [HKV * G + h, out_row0 + i0],
+                                                          q_fulls[q_slot])
+                            else:
+                                tlx.barrier_expect_bytes(q_fulls[q_slot], 2 * STEP_BYTES)
                             tlx.async_descriptor_load(desc_q, qdo_tiles[2 * q_slot],
                                                       [q_row0 + i0, h * HEAD_DIM], q_fulls[q_slot])
                             tlx.async_descriptor_load(desc_do, qdo_tiles[2 * q_slot + 1],
@@ -283,10 +305,17 @@ def jfa_bwd_dkdv_kernel(
                         v_c = v_tiles[2 * slot + cid]
                         for s in range(0, G * nsteps):
                             h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)
-                            lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
-                                                     i0 + tl.arange(0, BLOCK_MQ), qlen)
+                            if not STATS_SMEM:
+                                lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
+                                                         i0 + tl.arange(0, BLOCK_MQ), qlen)
                             q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
                             tlx.barrier_wait(q_fulls[q_slot], q_phase)
+                            if STATS_SMEM:  # loaded with the step's Q/dO; rows past qlen: P = 0
+                                lse2 = tl.reshape(tlx.local_load(stats_tiles[2 * q_slot]), [BLOCK_MQ])
+                                lse2 = tl.where(i0 + tl.arange(0, BLOCK_MQ) < qlen, lse2,
+                                                float("inf"))
+                                delta = tl.reshape(tlx.local_load(stats_tiles[2 * q_slot + 1]),
+                                                   [BLOCK_MQ])
                             q_t = qdo_tiles[2 * q_slot]
                             do_t = qdo_tiles[2 * q_slot + 1]
                             if FUSED_DQ:

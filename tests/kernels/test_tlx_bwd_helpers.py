@@ -1,5 +1,5 @@
-"""The TLX backward's plain-Triton helpers (`_jfa_bwd_preprocess_kernel`, `_jfa_dq_reduce_kernel`)
-against torch.
+"""The TLX backward's plain-Triton helpers (`_jfa_bwd_preprocess_kernel`: delta, the fused dQ's
+zeroing, the TMA-loaded row statistics; `_jfa_dq_reduce_kernel`) against torch.
 
 Runs where fbtriton (TLX) imports: on an sm_90 GPU, or on the CPU under TRITON_INTERPRET=1 (the
 fbtriton interpreter); skipped otherwise (the module imports TLX).
@@ -52,8 +52,10 @@ def test_head_resident_partials_per_kv_head(q_len):
     torch.testing.assert_close(dq.double(), want, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("zero_dq", [False, True])
-def test_preprocess_delta_and_fused_dq_zeroing(zero_dq):
+@pytest.mark.parametrize("zero_dq,write_stats", [(False, False), (True, False), (False, True)])
+def test_preprocess_delta_zeroing_and_row_stats(zero_dq, write_stats):
+    import math
+
     import triton
 
     from kernels.tlx_hopper_bwd import _jfa_bwd_preprocess_kernel
@@ -61,13 +63,27 @@ def test_preprocess_delta_and_fused_dq_zeroing(zero_dq):
     rows, H, d = 150, 3, 64                      # rows not a multiple of the 64-row block
     o = torch.randn(rows, H, d, device=DEVICE, dtype=torch.bfloat16)
     do = torch.randn(rows, H, d, device=DEVICE, dtype=torch.bfloat16)
+    lse = torch.randn(H, rows, device=DEVICE)
+    lse[1, 7] = lse[2, 149] = float("-inf")      # rows that see no key
     delta = torch.full((H, rows), float("nan"), device=DEVICE)
     dq_acc = torch.full((rows, H, d), float("nan"), device=DEVICE)
-    _jfa_bwd_preprocess_kernel[(triton.cdiv(rows, 64), H)](o, do, delta, dq_acc, rows, H,
-                                                           HEAD_DIM=d, BLOCK_R=64, ZERO_DQ=zero_dq)
-    want = (o.double() * do.double()).sum(-1).t()
-    torch.testing.assert_close(delta.cpu().double(), want.cpu(), rtol=1e-5, atol=1e-4)
+    stride = triton.cdiv(rows, 4) * 4 + 4        # padded rows, one extra group to see untouched
+    stats = torch.full((2 * H, stride), float("nan"), device=DEVICE)
+    _jfa_bwd_preprocess_kernel[(triton.cdiv(rows, 64), H)](
+        o, do, delta, dq_acc, lse, stats, rows, stride, H, HEAD_DIM=d, BLOCK_R=64, ZERO_DQ=zero_dq,
+        WRITE_STATS=write_stats)
+    want = (o.double() * do.double()).sum(-1).t().cpu()
+    torch.testing.assert_close(delta.cpu().double(), want, rtol=1e-5, atol=1e-4)
     if zero_dq:
         assert torch.equal(dq_acc.cpu(), torch.zeros(rows, H, d))
     else:
         assert dq_acc.isnan().all()                # untouched without ZERO_DQ
+    stats = stats.cpu()
+    if write_stats:
+        lse2 = torch.where(lse.cpu() == float("-inf"), float("inf"), lse.cpu() * (1 / math.log(2)))
+        torch.testing.assert_close(stats[:H, :rows], lse2, rtol=1e-6, atol=1e-6)
+        assert stats[1, 7] == float("inf") and stats[2, 149] == float("inf")
+        torch.testing.assert_close(stats[H:, :rows].double(), want, rtol=1e-5, atol=1e-4)
+        assert stats[:, rows:].isnan().all()       # padding not written
+    else:
+        assert stats.isnan().all()

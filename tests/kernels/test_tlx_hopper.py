@@ -372,6 +372,7 @@ FUSED_SHARED_ROWS = {"fused_dq": True, "dkdv_head_resident": False}
 PINGPONG = {"dkdv_pingpong": True}
 # halves straddling klen stored from shared memory, which makes room for a 3-slot Q/dO ring
 STAGED_RING3 = {"dkdv_store_via_smem": True, "dkdv_buf_q": 3}
+STATS_SMEM = {"dkdv_stats_smem": True}   # each step's LSE/delta by TMA with its Q/dO
 
 
 def fused_dq_cases() -> list[Case]:
@@ -559,6 +560,14 @@ def test_backward_staged_store_three_slot_ring(case):
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", bwd_cases(), ids=lambda c: c.name)
+def test_backward_row_stats_by_tma(case):
+    res = check_backward(case, seed=zlib.crc32(case.name.encode()), overrides=STATS_SMEM)
+    assert res["ok"], res
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", [c for c in fused_dq_cases() if c.mode == "bcast"], ids=lambda c: c.name)
 def test_backward_fused_dq_shared_rows(case):
     # broadcast Q, every CTA reduce-adding into the same q_len rows (no per-CTA partials)
@@ -583,7 +592,7 @@ def _main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--passes",
                     default="fwd,grid,ostore,bwd,bwd-fused,bwd-fused-rows,bwd-pingpong,bwd-staged,"
-                            "bwd-det")
+                            "bwd-stats,bwd-det")
     ap.add_argument("--filter", default="", help="comma-separated substrings of case names")
     ap.add_argument("--fwd-config", default="", metavar="FIELD=VALUE[,...]",
                     help="FwdConfig fields changed in every forward (a benchmark A/B's candidate)")
@@ -600,7 +609,7 @@ def _main():
             + [("bwd", c) for c in bwd_cases()] + [("bwd-fused", c) for c in fused_dq_cases()]
             + [("bwd-fused-rows", c) for c in fused_dq_cases() if c.mode == "bcast"]
             + [("bwd-pingpong", c) for c in bwd_cases()]
-            + [("bwd-staged", c) for c in bwd_cases()]
+            + [("bwd-staged", c) for c in bwd_cases()] + [("bwd-stats", c) for c in bwd_cases()]
             + [("bwd-det", c) for c in bwd_det_cases()])
     jobs = [j for j in jobs if j[0] in passes]
     if args.filter:
@@ -624,6 +633,7 @@ def _main():
                        "bwd-fused-rows": lambda: check_backward(case, seed, FUSED_SHARED_ROWS),
                        "bwd-pingpong": lambda: check_backward(case, seed, PINGPONG),
                        "bwd-staged": lambda: check_backward(case, seed, STAGED_RING3),
+                       "bwd-stats": lambda: check_backward(case, seed, STATS_SMEM),
                        "bwd-det": lambda: check_bwd_determinism(case)}[kind]()
             except Exception as exc:  # record and go on with the next case
                 res = {"case": case.name, "pass": kind, "ok": False,
