@@ -388,6 +388,17 @@ def fused_dq_cases() -> list[Case]:
                 Case("bcast", 80, 128, 300, 4, 4, 128, "bf16", grid=3)]  # more KV heads than CTAs
 
 
+# the backward's A/B switches, each checked on its cases (pytest and the sharded script's passes)
+BWD_SWITCHES = {
+    "bwd-fused": (FUSED, fused_dq_cases),
+    # broadcast Q, every CTA reduce-adding into the same q_len rows (no per-CTA partials)
+    "bwd-fused-rows": (FUSED_SHARED_ROWS, lambda: [c for c in fused_dq_cases() if c.mode == "bcast"]),
+    "bwd-pingpong": (PINGPONG, bwd_cases),
+    "bwd-staged": (STAGED_RING3, bwd_cases),
+    "bwd-stats": (STATS_SMEM, bwd_cases),
+}
+
+
 def bwd_det_cases() -> list[Case]:
     return [Case("self", 30, 300, 300, 4, 2, 128, "bf16", True),
             Case("bcast", 200, 192, 300, 3, 3, 128, "bf16", False, 50)]
@@ -536,42 +547,11 @@ def test_backward(case):
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", fused_dq_cases(), ids=lambda c: c.name)
-def test_backward_fused_dq(case):
-    res = check_backward(case, seed=zlib.crc32(case.name.encode()), overrides=FUSED)
-    assert res["ok"], res
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", bwd_cases(), ids=lambda c: c.name)
-def test_backward_dkdv_pingpong(case):
-    res = check_backward(case, seed=zlib.crc32(case.name.encode()), overrides=PINGPONG)
-    assert res["ok"], res
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", bwd_cases(), ids=lambda c: c.name)
-def test_backward_staged_store_three_slot_ring(case):
-    res = check_backward(case, seed=zlib.crc32(case.name.encode()), overrides=STAGED_RING3)
-    assert res["ok"], res
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", bwd_cases(), ids=lambda c: c.name)
-def test_backward_row_stats_by_tma(case):
-    res = check_backward(case, seed=zlib.crc32(case.name.encode()), overrides=STATS_SMEM)
-    assert res["ok"], res
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", [c for c in fused_dq_cases() if c.mode == "bcast"], ids=lambda c: c.name)
-def test_backward_fused_dq_shared_rows(case):
-    # broadcast Q, every CTA reduce-adding into the same q_len rows (no per-CTA partials)
-    res = check_backward(case, seed=zlib.crc32(case.name.encode()), overrides=FUSED_SHARED_ROWS)
+@pytest.mark.parametrize("switch,case", [(name, c) for name, (_, cases) in BWD_SWITCHES.items()
+                                         for c in cases()],
+                         ids=lambda x: x if isinstance(x, str) else x.name)
+def test_backward_switch(switch, case):
+    res = check_backward(case, seed=zlib.crc32(case.name.encode()), overrides=BWD_SWITCHES[switch][0])
     assert res["ok"], res
 
 
@@ -591,8 +571,7 @@ def _main():
     ap.add_argument("--shard", default="0/1")
     ap.add_argument("--out", default=None)
     ap.add_argument("--passes",
-                    default="fwd,grid,ostore,bwd,bwd-fused,bwd-fused-rows,bwd-pingpong,bwd-staged,"
-                            "bwd-stats,bwd-det")
+                    default=",".join(["fwd", "grid", "ostore", "bwd", *BWD_SWITCHES, "bwd-det"]))
     ap.add_argument("--filter", default="", help="comma-separated substrings of case names")
     ap.add_argument("--fwd-config", default="", metavar="FIELD=VALUE[,...]",
                     help="FwdConfig fields changed in every forward (a benchmark A/B's candidate)")
@@ -606,10 +585,8 @@ def _main():
     passes = args.passes.split(",")
     jobs = ([("fwd", c) for c in fwd_cases()] + [("grid", c) for c in grid_cases()]
             + [("ostore", c) for c in o_store_cases()]
-            + [("bwd", c) for c in bwd_cases()] + [("bwd-fused", c) for c in fused_dq_cases()]
-            + [("bwd-fused-rows", c) for c in fused_dq_cases() if c.mode == "bcast"]
-            + [("bwd-pingpong", c) for c in bwd_cases()]
-            + [("bwd-staged", c) for c in bwd_cases()] + [("bwd-stats", c) for c in bwd_cases()]
+            + [("bwd", c) for c in bwd_cases()]
+            + [(name, c) for name, (_, cases) in BWD_SWITCHES.items() for c in cases()]
             + [("bwd-det", c) for c in bwd_det_cases()])
     jobs = [j for j in jobs if j[0] in passes]
     if args.filter:
@@ -625,16 +602,14 @@ def _main():
         else:
             try:
                 seed = zlib.crc32(case.name.encode())
-                res = {"fwd": lambda: check_forward(case, seed),
-                       "grid": lambda: check_grid_determinism(case),
-                       "ostore": lambda: check_o_store_paths(case, seed),
-                       "bwd": lambda: check_backward(case, seed),
-                       "bwd-fused": lambda: check_backward(case, seed, FUSED),
-                       "bwd-fused-rows": lambda: check_backward(case, seed, FUSED_SHARED_ROWS),
-                       "bwd-pingpong": lambda: check_backward(case, seed, PINGPONG),
-                       "bwd-staged": lambda: check_backward(case, seed, STAGED_RING3),
-                       "bwd-stats": lambda: check_backward(case, seed, STATS_SMEM),
-                       "bwd-det": lambda: check_bwd_determinism(case)}[kind]()
+                if kind in BWD_SWITCHES:
+                    res = check_backward(case, seed, BWD_SWITCHES[kind][0])
+                else:
+                    res = {"fwd": lambda: check_forward(case, seed),
+                           "grid": lambda: check_grid_determinism(case),
+                           "ostore": lambda: check_o_store_paths(case, seed),
+                           "bwd": lambda: check_backward(case, seed),
+                           "bwd-det": lambda: check_bwd_determinism(case)}[kind]()
             except Exception as exc:  # record and go on with the next case
                 res = {"case": case.name, "pass": kind, "ok": False,
                        "errors": [f"{type(exc).__name__}: {str(exc)[:500]}"]}
