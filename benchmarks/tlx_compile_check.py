@@ -113,7 +113,7 @@ def bwd_variants():
 def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides: dict | None = None):
     import dataclasses
 
-    from kernels.tlx_hopper import bwd_config
+    from kernels.tlx_hopper import _check_config, bwd_config, fuses_dq
     from kernels.tlx_hopper_bwd import jfa_bwd_dkdv_kernel, jfa_bwd_dq_kernel
 
     cfg = dataclasses.replace(bwd_config(d, bcast, q_len, num_heads=4, num_sms=132), **(overrides or {}))
@@ -126,12 +126,13 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
                     "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}"})
         ints = ("window", "B", "HKV", "G", "q_len", "NUM_NB", "total_out", "tile_window",
                 "ctas_per_head")
-        fused = cfg.fused_dq and d == 128
+        _check_config(cfg, d)
+        fused = fuses_dq(cfg, d, bcast, deterministic=False)
         const = dict(HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs,
                      CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast,
                      TMA_EPILOGUE=cfg.dkdv_tma_store, FUSED_DQ=fused,
                      HEAD_RESIDENT=fused and bcast and cfg.dkdv_head_resident,
-                     PINGPONG=cfg.dkdv_pingpong and not fused,
+                     PINGPONG=cfg.dkdv_pingpong,
                      STAGED_STORE=cfg.dkdv_store_via_smem or fused,
                      STATS_SMEM=cfg.dkdv_stats_smem)
     else:

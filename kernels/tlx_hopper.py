@@ -149,16 +149,18 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
     if not (isinstance(cfg.tile_window, int) and cfg.tile_window >= 0):
         raise ValueError(f"tlx {type(cfg).__name__}: tile_window must be an int >= 0 (0: one sequence's "
                          f"blocks), got {cfg.tile_window!r}")
-    if isinstance(cfg, BwdConfig) and cfg.fused_dq and cfg.dkdv_buf_q < 2:
+    if not isinstance(cfg, BwdConfig):
+        return
+    if cfg.fused_dq and cfg.dkdv_buf_q < 2:
         # a step's Q/dO slot is released only in the next step (after its dQ reduce-add read it)
         raise ValueError(f"tlx BwdConfig: fused_dq needs dkdv_buf_q >= 2, got {cfg.dkdv_buf_q}")
-    if isinstance(cfg, BwdConfig) and cfg.fused_dq and cfg.dkdv_pingpong:
+    if cfg.fused_dq and cfg.dkdv_pingpong:
         # the fused step already meets at two named barriers per step (the same ids)
         raise ValueError("tlx BwdConfig: dkdv_pingpong and fused_dq exclude each other")
-    if (isinstance(cfg, BwdConfig) and head_dim == 128 and cfg.dkdv_buf_q > 2
-            and not (cfg.dkdv_store_via_smem or cfg.fused_dq)):
+    if head_dim == 128 and cfg.dkdv_buf_q > 2 and (cfg.fused_dq or not cfg.dkdv_store_via_smem):
+        # 196,920 B + 32 KB per extra slot; the fused pass's dS buffer leaves no room for one
         raise ValueError(f"tlx BwdConfig: dkdv_buf_q={cfg.dkdv_buf_q} at head dim 128 needs "
-                         "dkdv_store_via_smem=True (shared memory)")
+                         "dkdv_store_via_smem=True and fused_dq=False (shared memory)")
 
 
 def call_tile_window(key: torch.Tensor, params) -> int:
@@ -403,7 +405,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         cfg.tile_window or num_nb, per_head,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, HEAD_RESIDENT=head_resident, PINGPONG=cfg.dkdv_pingpong and not fused_dq,
+        FUSED_DQ=fused_dq, HEAD_RESIDENT=head_resident, PINGPONG=cfg.dkdv_pingpong,
         STAGED_STORE=staged_store, STATS_SMEM=cfg.dkdv_stats_smem, num_warps=4, num_stages=1)
     if head_resident:
         dq = torch.empty_like(query)

@@ -80,3 +80,5 @@ def test_three_slot_q_ring_at_d128_needs_the_staged_store():
     _check_config(BwdConfig(dkdv_buf_q=3), 64)   # D=64 has shared memory to spare
     with pytest.raises(ValueError, match=r"dkdv_buf_q=3 at head dim 128 needs dkdv_store_via_smem"):
         _check_config(BwdConfig(dkdv_buf_q=3), 128)
+    with pytest.raises(ValueError, match=r"dkdv_buf_q=3 at head dim 128 needs dkdv_store_via_smem"):
+        _check_config(BwdConfig(dkdv_buf_q=3, dkdv_store_via_smem=True, fused_dq=True), 128)
