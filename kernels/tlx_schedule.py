@@ -131,6 +131,13 @@ def seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q: tl.constexpr):
 
 
 @triton.jit
+def _zigzag(it, p, n):
+    """Index of the it-th item dealt to participant p of n: round `it` goes 0..n-1 when even,
+    n-1..0 when odd, so heavy-first sorted items even out over the participants."""
+    return it * n + tl.where(it % 2 == 0, p, n - 1 - p)
+
+
+@triton.jit
 def tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair, tile_window,
             RESIDENT: tl.constexpr):
     """(valid, b, h, mb) of the it-th tile of CTA pid (see the module docstring); tile_window >= 1
@@ -138,14 +145,14 @@ def tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair, t
     if RESIDENT:
         pair = pid // ctas_per_pair
         r = pid % ctas_per_pair
-        j = it * ctas_per_pair + tl.where(it % 2 == 0, r, ctas_per_pair - 1 - r)
+        j = _zigzag(it, r, ctas_per_pair)
         h = pair % H
         mb = pair // H
         valid = (pair < H * NUM_MB) & (j < B)
         e = tl.load(tile_entry + mb * B + j, mask=valid, other=0)
         b = e // NUM_MB
     else:
-        t = it * n_prog + tl.where(it % 2 == 0, pid, n_prog - 1 - pid)
+        t = _zigzag(it, pid, n_prog)
         valid = t < n_tiles
         first = t // (tile_window * H) * tile_window  # first entry of t's window
         width = tl.maximum(tl.minimum(tile_window, n_tiles // H - first), 1)  # the last one is short
@@ -165,7 +172,7 @@ def kv_tile_at_head(it, pid, tile_entry, n_entries, HKV, NUM_NB, ctas_per_head):
     ceil(n_entries / ctas_per_head)."""
     hk = pid // ctas_per_head
     r = pid % ctas_per_head
-    j = it * ctas_per_head + tl.where(it % 2 == 0, r, ctas_per_head - 1 - r)
+    j = _zigzag(it, r, ctas_per_head)
     valid = (hk < HKV) & (j < n_entries)
     e = tl.load(tile_entry + j, mask=valid, other=0)
     return valid, e // NUM_NB, hk, e % NUM_NB
