@@ -122,19 +122,14 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
     if kern == "dkdv":
         fn = jfa_bwd_dkdv_kernel
         sig.update({"desc_dk": _tdesc(dt, 64, d), "desc_dv": _tdesc(dt, 64, d),
-                    "desc_stats": _tdesc("fp32", 1, 64), "desc_dq": _tdesc("fp32", 64, d // 2),
+                    "desc_dq": _tdesc("fp32", 64, d // 2),
                     "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}"})
-        ints = ("window", "B", "HKV", "G", "q_len", "NUM_NB", "total_out", "tile_window",
-                "ctas_per_head")
+        ints = ("window", "B", "HKV", "G", "q_len", "NUM_NB", "total_out", "tile_window")
         _check_config(cfg, d)
         fused = fuses_dq(cfg, d, bcast, deterministic=False)
         const = dict(HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs,
                      CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast,
-                     TMA_EPILOGUE=cfg.dkdv_tma_store, FUSED_DQ=fused,
-                     HEAD_RESIDENT=fused and bcast and cfg.dkdv_head_resident,
-                     PINGPONG=cfg.dkdv_pingpong,
-                     STAGED_STORE=cfg.dkdv_store_via_smem or fused,
-                     STATS_SMEM=cfg.dkdv_stats_smem)
+                     TMA_EPILOGUE=cfg.dkdv_tma_store, FUSED_DQ=fused)
     else:
         fn = jfa_bwd_dq_kernel
         sig["desc_k"] = sig["desc_v"] = _tdesc(dt, cfg.dq_block_n, d)

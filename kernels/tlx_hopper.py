@@ -151,16 +151,11 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
                          f"blocks), got {cfg.tile_window!r}")
     if not isinstance(cfg, BwdConfig):
         return
-    if cfg.fused_dq and cfg.dkdv_buf_q < 2:
-        # a step's Q/dO slot is released only in the next step (after its dQ reduce-add read it)
-        raise ValueError(f"tlx BwdConfig: fused_dq needs dkdv_buf_q >= 2, got {cfg.dkdv_buf_q}")
-    if cfg.fused_dq and cfg.dkdv_pingpong:
-        # the fused step already meets at two named barriers per step (the same ids)
-        raise ValueError("tlx BwdConfig: dkdv_pingpong and fused_dq exclude each other")
-    if head_dim == 128 and cfg.dkdv_buf_q > 2 and (cfg.fused_dq or not cfg.dkdv_store_via_smem):
-        # 196,920 B + 32 KB per extra slot; the fused pass's dS buffer leaves no room for one
-        raise ValueError(f"tlx BwdConfig: dkdv_buf_q={cfg.dkdv_buf_q} at head dim 128 needs "
-                         "dkdv_store_via_smem=True and fused_dq=False (shared memory)")
+    if head_dim == 128 and cfg.fused_dq and cfg.dkdv_buf_q != 2:
+        # one slot: a step's Q/dO slot is released only in the next step (after its dQ reduce-add
+        # read it), a hang; three: 213,352 B + 32 KB does not fit in shared memory
+        raise ValueError(f"tlx BwdConfig: fused_dq at head dim 128 needs dkdv_buf_q == 2, got "
+                         f"{cfg.dkdv_buf_q}")
 
 
 def call_tile_window(key: torch.Tensor, params) -> int:
@@ -270,28 +265,12 @@ class BwdConfig:
     dkdv_tma_store: bool = True  # dk/dv pass: full 64-row halves leave by TMA store (else tl.store)
     tile_window: int = 1  # both passes, as FwdConfig.tile_window (0: one sequence's blocks)
     # D=128 with deterministic=False: dQ = dS K inside the dK/dV pass (5 GEMMs per block pair
-    # instead of 7), each step's fp32 partial reduce-added into dQ by TMA; no dq pass (broadcast_q:
-    # see dkdv_head_resident; the adds happen in L2). deterministic=True
-    # (the order of the adds is not fixed) keeps the dq pass, and so does D=64 (its K-slice operand
-    # changes the K tiles' swizzle away from the dK/dV TMA store's: does not compile)
-    fused_dq: bool = False
-    # broadcast_q with fused_dq: each CTA owns one KV head for the launch and reduce-adds into its
-    # own fp32 partial (q_len rows of its G q heads; L2-resident: 132 x q_len x G x D x 4 bytes),
-    # summed in CTA order at the end, instead of every CTA adding into the same q_len rows
-    dkdv_head_resident: bool = True
-    # dk/dv pass without fused_dq: the two consumers take turns issuing their wgmma pairs (named
-    # barriers, as the forward's groups). Run 5 measured it on the PMA rows only (no gain, removed);
-    # back as a switch for the self rows' A/B, whose tiles have 8-16 query steps instead of 2-3
-    dkdv_pingpong: bool = False
-    # dk/dv pass: halves that straddle klen (a TMA box cannot stop there) are staged in the tile's
-    # own K/V halves as well and stored from there, instead of from the wgmma layout through a
-    # 16 KB relayout scratch: D=128 196,920 B of shared memory instead of 213,304 (room for
-    # dkdv_buf_q=3), 0-2 spilled words instead of 4-6. Always on with fused_dq
-    dkdv_store_via_smem: bool = False
-    # dk/dv pass: each query step's LSE and delta arrive by TMA with its Q/dO tiles (written,
-    # padded for TMA, by the preprocess kernel) instead of per-step global loads in the consumers'
-    # critical path
-    dkdv_stats_smem: bool = False
+    # instead of 7), each step's fp32 partial reduce-added into an fp32 dQ by TMA (broadcast_q:
+    # every tile into the same q_len rows, in L2); no dq pass. Run 15 (H200, forward+backward):
+    # PMA rows -8 to -18 %, self -3 %, dense B4 H32 -2 %. deterministic=True (the order of the
+    # adds is not fixed) keeps the dq pass, and so does D=64 (its K-slice operand changes the K
+    # tiles' swizzle away from the dK/dV TMA store's: does not compile)
+    fused_dq: bool = True
 
     @property
     def dq_block_m(self) -> int:
@@ -354,28 +333,17 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     causal = bool(params.causal)
 
     fused_dq = fuses_dq(cfg, d, broadcast, bool(params.deterministic))
-    staged_store = cfg.dkdv_store_via_smem or fused_dq
-    head_resident = fused_dq and broadcast and cfg.dkdv_head_resident and hkv <= n_sm
-    per_head = n_sm // hkv if head_resident else 1   # CTAs per KV head
-    n_prog_kv = hkv * per_head if head_resident else n_sm
     delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
-    # fused: fp32 dQ (or per-CTA partials), zeroed by the preprocess kernel where its rows are the
-    # output rows (self/cross)
+    # fused: fp32 dQ, zeroed by the preprocess kernel where its rows are the output rows
+    # (self/cross); broadcast_q's q_len rows are few
     zero_in_preprocess = fused_dq and not broadcast
-    dq_acc = delta
-    if head_resident:
-        dq_acc = torch.zeros((n_prog_kv * q_len, hq // hkv, d), device=query.device,
-                             dtype=torch.float32)
-    elif fused_dq:
+    dq_acc = delta  # not written without fused_dq
+    if fused_dq:
         dq_acc = (torch.empty if zero_in_preprocess else torch.zeros)(
             query.shape, device=query.device, dtype=torch.float32)
-    # dkdv_stats_smem: [2*Hq, rows] fp32, rows padded to 4 (16-byte TMA row stride)
-    stats_stride = triton_cdiv(total_out, 4) * 4
-    stats = (torch.empty((2 * hq, stats_stride), device=query.device, dtype=torch.float32)
-             if cfg.dkdv_stats_smem else delta)
     _jfa_bwd_preprocess_kernel[(triton_cdiv(total_out, 64), hq)](
-        out, grad_out, delta, dq_acc, lse, stats, total_out, stats_stride, hq, HEAD_DIM=d,
-        BLOCK_R=64, ZERO_DQ=zero_in_preprocess, WRITE_STATS=cfg.dkdv_stats_smem, num_warps=4)
+        out, grad_out, delta, dq_acc, total_out, hq, HEAD_DIM=d, BLOCK_R=64,
+        ZERO_DQ=zero_in_preprocess, num_warps=4)
 
     desc_q = _descriptor(query, query.shape[0], 64)
     desc_do = _descriptor(grad_out, total_out, 64)
@@ -393,27 +361,13 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         desc_dk, desc_dv = desc_k, desc_v  # not written: every half takes tl.store
     # fused: each consumer reduce-adds a [64 rows, D/2 columns] fp32 partial
     desc_dq = _descriptor(dq_acc, dq_acc.shape[0], 64, d // 2) if fused_dq else desc_q
-    if cfg.dkdv_stats_smem:
-        from triton.tools.tensor_descriptor import TensorDescriptor
-
-        desc_stats = TensorDescriptor(stats, [2 * hq, total_out], [stats_stride, 1], [1, 64])
-    else:
-        desc_stats = desc_q  # not read
-    jfa_bwd_dkdv_kernel[(n_prog_kv,)](
-        desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv, desc_stats, desc_dq, dk, dv, lse, delta, q_off,
+    jfa_bwd_dkdv_kernel[(n_sm,)](
+        desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv, desc_dq, dk, dv, lse, delta, q_off,
         key_offset, entries, n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out,
-        cfg.tile_window or num_nb, per_head,
+        cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, HEAD_RESIDENT=head_resident, PINGPONG=cfg.dkdv_pingpong,
-        STAGED_STORE=staged_store, STATS_SMEM=cfg.dkdv_stats_smem, num_warps=4, num_stages=1)
-    if head_resident:
-        dq = torch.empty_like(query)
-        if POISON_OUTPUTS:
-            dq.fill_(float("nan"))
-        _jfa_dq_reduce_kernel[(triton_cdiv(q_len, 64), hq)](
-            dq_acc, dq, q_len, hq, hq // hkv, per_head, q_len, HEAD_DIM=d, BLOCK_R=64, num_warps=4)
-        return dq, dk, dv
+        FUSED_DQ=fused_dq, num_warps=4, num_stages=1)
     if fused_dq:
         return dq_acc.to(query.dtype), dk, dv
 
@@ -456,7 +410,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         BROADCAST_Q=broadcast, RESIDENT=resident, num_warps=4, num_stages=1)
     if broadcast and resident:
         _jfa_dq_reduce_kernel[(triton_cdiv(bm, 64), pairs)](
-            part, dq, q_len, hq, 1, cpp, bm, HEAD_DIM=d, BLOCK_R=64, num_warps=4)
+            part, dq, q_len, hq, cpp, BLOCK_M=bm, HEAD_DIM=d, BLOCK_R=64, num_warps=4)
     elif broadcast:
         dq = acc.to(query.dtype)
     return dq, dk, dv

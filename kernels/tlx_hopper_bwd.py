@@ -20,13 +20,14 @@ Two warp-specialised persistent passes, no atomics on dK/dV, deterministic excep
    (more pairs than SMs) each tile reduce-adds into an fp32 buffer with atomics (not deterministic;
    `tlx_hopper.supports` declines deterministic=True there).
 
-FUSED_DQ (`BwdConfig.fused_dq`, D=128, deterministic=False): pass 1 also computes dQ and pass 2 is
-skipped. Per query step each consumer publishes its dS^T half in shared memory (named barrier
+FUSED_DQ (`BwdConfig.fused_dq`, on: D=128 with deterministic=False): pass 1 also computes dQ and
+pass 2 is skipped. Per query step each consumer publishes its dS^T half in shared memory (named barrier
 DS_READY_BAR), computes dQ[:, 64c:64c+64] = dS K[:, 64c:64c+64] over both K halves, and after the
 second barrier (STEP_DONE_BAR: both consumers' wgmmas of the step done) stages the fp32 partial
 over the step's Q (c = 0) or dO (c = 1) tile and reduce-adds it into an fp32 dQ by TMA
 (`cp.reduce.async.bulk`); the slot goes back to the producer at the next step, once the reduce has
-read it. Keys past klen get P = 0 (their dS would reach dQ).
+read it. Keys past klen get P = 0 (their dS would reach dQ). broadcast_q: every tile adds into the
+same q_len rows (fp32, L2-resident).
 
 Masking: query rows past qlen and rows that see no key get LSE' = +inf, so P = 0 there without a
 mask; the causal/window (and, in the dq pass, klen) masks are applied with tl.where on P.
@@ -39,9 +40,8 @@ import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
 
-from kernels.tlx_hopper_fwd import PINGPONG_BAR, _bufidx_phase, _pingpong_enter, _pingpong_leave
-from kernels.tlx_schedule import (kv_block_range, kv_tile_at_head, n_iterations, q_block_range,
-                                  seq_bounds, tile_at)
+from kernels.tlx_hopper_fwd import _bufidx_phase
+from kernels.tlx_schedule import kv_block_range, n_iterations, q_block_range, seq_bounds, tile_at
 
 LOG2E = tl.constexpr(1.4426950408889634)
 # FUSED_DQ dK/dV pass: the two consumers' rendezvous per query step (named barriers, 256 threads)
@@ -50,13 +50,10 @@ STEP_DONE_BAR = tl.constexpr(10)  # both consumers' wgmmas of the step finished
 
 
 @triton.jit
-def _jfa_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, dq_acc_ptr, lse_ptr, stats_ptr, total_out,
-                               stats_stride, H, HEAD_DIM: tl.constexpr, BLOCK_R: tl.constexpr,
-                               ZERO_DQ: tl.constexpr, WRITE_STATS: tl.constexpr):
+def _jfa_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, dq_acc_ptr, total_out, H,
+                               HEAD_DIM: tl.constexpr, BLOCK_R: tl.constexpr, ZERO_DQ: tl.constexpr):
     """delta[h, r] = sum_d O[r, h, d] * dO[r, h, d] in fp32; with ZERO_DQ (fused dQ, self/cross:
-    output rows are query rows) also zeroes the fp32 dQ accumulator's rows, saving a memset; with
-    WRITE_STATS also the dK/dV pass's TMA-loaded row statistics, stats[h, r] = LSE in base 2
-    (+inf for rows that see no key) and stats[H + h, r] = delta, rows stats_stride apart."""
+    output rows are query rows) also zeroes the fp32 dQ accumulator's rows, saving a memset."""
     h = tl.program_id(1)
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     ok = rows < total_out
@@ -65,11 +62,6 @@ def _jfa_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, dq_acc_ptr, lse_ptr, st
     do = tl.load(do_ptr + offs, mask=ok[:, None], other=0.0).to(tl.float32)
     delta = tl.sum(o * do, 1)
     tl.store(delta_ptr + h.to(tl.int64) * total_out + rows, delta, mask=ok)
-    if WRITE_STATS:
-        lse = tl.load(lse_ptr + h.to(tl.int64) * total_out + rows, mask=ok, other=0.0)
-        lse2 = tl.where(lse == float("-inf"), float("inf"), lse * LOG2E)
-        tl.store(stats_ptr + h.to(tl.int64) * stats_stride + rows, lse2, mask=ok)
-        tl.store(stats_ptr + (H + h).to(tl.int64) * stats_stride + rows, delta, mask=ok)
     if ZERO_DQ:
         tl.store(dq_acc_ptr + offs, tl.zeros([BLOCK_R, HEAD_DIM], dtype=tl.float32), mask=ok[:, None])
 
@@ -83,29 +75,6 @@ def _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0, pos, qlen):
     lse2 = tl.where(ok & (lse != float("-inf")), lse * LOG2E, float("inf"))
     delta = tl.load(delta_ptr + offs, mask=ok, other=0.0)
     return lse2, delta
-
-
-@triton.jit
-def _dkdv_n_iter(n_entries, n_prog, B, HKV, ctas_per_head, HEAD_RESIDENT: tl.constexpr):
-    """Persistent-loop trip count of the dk/dv pass (every role)."""
-    if HEAD_RESIDENT:
-        n = (n_entries + ctas_per_head - 1) // ctas_per_head
-    else:
-        n = n_iterations(n_entries * HKV, n_prog, B, 1, False)
-    return n
-
-
-@triton.jit
-def _dkdv_tile(it, pid, n_prog, tile_entry, n_entries, B, HKV, NUM_NB, tile_window, ctas_per_head,
-               HEAD_RESIDENT: tl.constexpr):
-    """(valid, b, hk, nb) of a dk/dv tile: the generic order, or one KV head per CTA."""
-    if HEAD_RESIDENT:
-        valid, b, hk, nb = kv_tile_at_head(it, pid, tile_entry, n_entries, HKV, NUM_NB,
-                                           ctas_per_head)
-    else:
-        valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_entries * HKV, B, HKV, NUM_NB,
-                                   1, tile_window, False)
-    return valid, b, hk, nb
 
 
 @triton.jit
@@ -179,16 +148,13 @@ def _release_held_q_slot(q_empties, held_q):
 def jfa_bwd_dkdv_kernel(
     desc_q, desc_do, desc_k, desc_v,   # TMA: q [rows_q, Hq*D], do [total_out, Hq*D], k/v [total_kv, Hkv*D]
     desc_dk, desc_dv,                  # TMA stores of dK/dV [total_kv, Hkv*D] (TMA_EPILOGUE)
-    desc_stats,                        # STATS_SMEM: row statistics [2*Hq, padded rows] fp32, box [1, 64]
-    desc_dq,                           # FUSED_DQ: TMA reduce-add target (fp32), box [64, D/2]:
-                                       #   dQ [rows_q, Hq*D], or with HEAD_RESIDENT the per-CTA
-                                       #   partials [n_prog * q_len, G*D] (CTA p: rows p*q_len...)
+    desc_dq,                           # FUSED_DQ: TMA reduce-add target, fp32 dQ [rows_q, Hq*D],
+                                       #   box [64, D/2]
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, q_off, k_off, tile_entry, n_entries,
-    sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out, tile_window, ctas_per_head,
+    sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out, tile_window,
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
-    TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, HEAD_RESIDENT: tl.constexpr,
-    PINGPONG: tl.constexpr, STAGED_STORE: tl.constexpr, STATS_SMEM: tl.constexpr,
+    TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -211,9 +177,6 @@ def jfa_bwd_dkdv_kernel(
     kv_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=2)
     q_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=1)
     q_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=2)
-    if STATS_SMEM:
-        # step slot i: its rows' LSE (base 2) at stats_tiles[2i], delta at stats_tiles[2i + 1]
-        stats_tiles = tlx.local_alloc((1, BLOCK_MQ), tl.float32, 2 * NUM_BUF_Q)
     if FUSED_DQ:
         # dS^T of the step, one [64 keys, 64 queries] half per consumer: dQ's A operand (transposed)
         ds_tiles = tlx.local_alloc((HALF, BLOCK_MQ), dtype, 2)
@@ -221,7 +184,8 @@ def jfa_bwd_dkdv_kernel(
         # (c = 0) or dO tile (c = 1): the same bytes, free once both consumers' wgmmas finished
         dq_stage = tlx.local_alloc((BLOCK_MQ, DQ_COLS), tl.float32, 2 * NUM_BUF_Q, reuse=qdo_tiles)
     n_ent = tl.load(n_entries)
-    n_iter = _dkdv_n_iter(n_ent, n_prog, B, HKV, ctas_per_head, HEAD_RESIDENT)
+    n_tiles = n_ent * HKV
+    n_iter = n_iterations(n_tiles, n_prog, B, 1, False)
 
     with tlx.async_tasks():
         # ---- producer: K/V halves per tile, Q/dO per step -----------------------------------
@@ -229,8 +193,8 @@ def jfa_bwd_dkdv_kernel(
             cnt_kv = 0
             cnt_q = 0
             for it in range(0, n_iter):
-                valid, b, hk, nb = _dkdv_tile(it, pid, n_prog, tile_entry, n_ent, B, HKV, NUM_NB,
-                                              tile_window, ctas_per_head, HEAD_RESIDENT)
+                valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB, 1,
+                                           tile_window, False)
                 if valid:
                     q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
                                                                        BROADCAST_Q)
@@ -252,16 +216,7 @@ def jfa_bwd_dkdv_kernel(
                             h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)
                             q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
                             tlx.barrier_wait(q_empties[q_slot], q_phase ^ 1)
-                            if STATS_SMEM:
-                                tlx.barrier_expect_bytes(q_fulls[q_slot],
-                                                         2 * STEP_BYTES + 2 * 4 * BLOCK_MQ)
-                                tlx.async_descriptor_load(desc_stats, stats_tiles[2 * q_slot],
-                                                          [h, out_row0 + i0], q_fulls[q_slot])
-                                tlx.async_descriptor_load(desc_stats, stats_tiles[2 * q_slot + 1],
-                                                          [HKV * G + h, out_row0 + i0],
-                                                          q_fulls[q_slot])
-                            else:
-                                tlx.barrier_expect_bytes(q_fulls[q_slot], 2 * STEP_BYTES)
+                            tlx.barrier_expect_bytes(q_fulls[q_slot], 2 * STEP_BYTES)
                             tlx.async_descriptor_load(desc_q, qdo_tiles[2 * q_slot],
                                                       [q_row0 + i0, h * HEAD_DIM], q_fulls[q_slot])
                             tlx.async_descriptor_load(desc_do, qdo_tiles[2 * q_slot + 1],
@@ -279,11 +234,9 @@ def jfa_bwd_dkdv_kernel(
             # store drains while that step computes.
             held_slot = -1
             held_q = -1  # FUSED_DQ: likewise the Q/dO slot a dQ reduce-add is still reading
-            if PINGPONG and cid == 1:
-                tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # consumer 0 issues first
             for it in range(0, n_iter):
-                valid, b, hk, nb = _dkdv_tile(it, pid, n_prog, tile_entry, n_ent, B, HKV, NUM_NB,
-                                              tile_window, ctas_per_head, HEAD_RESIDENT)
+                valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB, 1,
+                                           tile_window, False)
                 if valid:
                     q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
                                                                        BROADCAST_Q)
@@ -305,17 +258,10 @@ def jfa_bwd_dkdv_kernel(
                         v_c = v_tiles[2 * slot + cid]
                         for s in range(0, G * nsteps):
                             h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)
-                            if not STATS_SMEM:
-                                lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
-                                                         i0 + tl.arange(0, BLOCK_MQ), qlen)
+                            lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
+                                                     i0 + tl.arange(0, BLOCK_MQ), qlen)
                             q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
                             tlx.barrier_wait(q_fulls[q_slot], q_phase)
-                            if STATS_SMEM:  # loaded with the step's Q/dO; rows past qlen: P = 0
-                                lse2 = tl.reshape(tlx.local_load(stats_tiles[2 * q_slot]), [BLOCK_MQ])
-                                lse2 = tl.where(i0 + tl.arange(0, BLOCK_MQ) < qlen, lse2,
-                                                float("inf"))
-                                delta = tl.reshape(tlx.local_load(stats_tiles[2 * q_slot + 1]),
-                                                   [BLOCK_MQ])
                             q_t = qdo_tiles[2 * q_slot]
                             do_t = qdo_tiles[2 * q_slot + 1]
                             if FUSED_DQ:
@@ -326,14 +272,8 @@ def jfa_bwd_dkdv_kernel(
                                 st = tlx.async_dot(k_tiles[kv_i], tlx.local_trans(q_t))
                                 dpt = tlx.async_dot(v_tiles[kv_i], tlx.local_trans(do_t))
                             else:
-                                # PINGPONG: the consumers take turns issuing their wgmma pairs,
-                                # so one's P^T/dS^T math overlaps the other's tensor-core work
-                                if PINGPONG:
-                                    _pingpong_enter(cid, 2)
                                 st = tlx.async_dot(k_c, tlx.local_trans(q_t))
                                 dpt = tlx.async_dot(v_c, tlx.local_trans(do_t))
-                                if PINGPONG:
-                                    _pingpong_leave(cid, 2)
                             if FUSED_DQ:
                                 held_q = _release_held_q_slot(q_empties, held_q)
                             st = tlx.async_dot_wait(1, st)
@@ -345,12 +285,8 @@ def jfa_bwd_dkdv_kernel(
                                 pt = tl.where((kv_pos < klen)[:, None], pt, 0.0)
                             dpt = tlx.async_dot_wait(0, dpt)
                             dst = (pt * (dpt - delta[None, :])).to(dtype)
-                            if PINGPONG:
-                                _pingpong_enter(cid, 2)
                             dv = tlx.async_dot(pt.to(dtype), do_t, dv)
                             dk = tlx.async_dot(dst, q_t, dk)
-                            if PINGPONG:
-                                _pingpong_leave(cid, 2)
                             if FUSED_DQ:
                                 # dQ[:, cols of c] = dS K[:, cols of c] = sum over both key halves
                                 # j of (dS^T_j)^T K_j[:, cols of c]: publish this half of dS^T,
@@ -384,44 +320,35 @@ def jfa_bwd_dkdv_kernel(
                                 tlx.fence("async_shared")
                                 tlx.local_store(stage, dq * sm_scale)
                                 tlx.fence("async_shared")
-                                if HEAD_RESIDENT:  # this CTA's partial of its KV head's q heads
-                                    dq_at = [pid * q_len + i0, (h - hk * G) * HEAD_DIM + cid * DQ_COLS]
-                                else:
-                                    dq_at = [q_row0 + i0, h * HEAD_DIM + cid * DQ_COLS]
-                                tlx.async_descriptor_store(desc_dq, stage, dq_at, store_reduce="add")
+                                tlx.async_descriptor_store(desc_dq, stage,
+                                                           [q_row0 + i0, h * HEAD_DIM + cid * DQ_COLS],
+                                                           store_reduce="add")
                                 held_q = q_slot
                             else:
                                 tlx.barrier_arrive(q_empties[q_slot], 1)
                             cnt_q += 1
-                        if tma_store or STAGED_STORE:
-                            # This warpgroup's K/V halves are free (its last wgmma was waited on):
-                            # stage dK, dV there
-                            tlx.fence("async_shared")
-                            tlx.local_store(k_c, (dk * sm_scale).to(dtype))
-                            tlx.local_store(v_c, dv.to(dtype))
-                            tlx.fence("async_shared")
+                        # This warpgroup's K/V halves are free (its last wgmma was waited on;
+                        # FUSED_DQ: the other's too, STEP_DONE_BAR): stage dK, dV there
+                        tlx.fence("async_shared")
+                        tlx.local_store(k_c, (dk * sm_scale).to(dtype))
+                        tlx.local_store(v_c, dv.to(dtype))
+                        tlx.fence("async_shared")
                         if tma_store:  # and store them by TMA, off the critical path
                             row = kv_row0 + n0 + cid * HALF
                             tlx.async_descriptor_store(desc_dk, k_c, [row, hk * HEAD_DIM])
                             tlx.async_descriptor_store(desc_dv, v_c, [row, hk * HEAD_DIM])
                             held_slot = slot
                         else:
-                            if STAGED_STORE:
-                                # a half that straddles klen (a TMA box cannot stop there): read
-                                # it back in a store-friendly layout for the masked store
-                                _store_kv_rows(dk_ptr, dv_ptr, tlx.local_load(k_c),
-                                               tlx.local_load(v_c), n0 + cid * HALF, klen, kv_row0,
-                                               hk, HKV, HEAD_DIM, HALF)
+                            # a half that straddles klen (a TMA box cannot stop there): read it
+                            # back in the masked store's layout (no relayout scratch)
+                            _store_kv_rows(dk_ptr, dv_ptr, tlx.local_load(k_c), tlx.local_load(v_c),
+                                           n0 + cid * HALF, klen, kv_row0, hk, HKV, HEAD_DIM, HALF)
                             tlx.barrier_arrive(kv_empties[slot], 1)
                         cnt_kv += 1
                     if nsteps == 0:  # no query sees these keys
                         zero = tl.zeros([HALF, HEAD_DIM], dtype=dtype)
                         _store_kv_rows(dk_ptr, dv_ptr, zero, zero, n0 + cid * HALF, klen, kv_row0,
                                        hk, HKV, HEAD_DIM, HALF)
-                    elif not (tma_store or STAGED_STORE):
-                        # from the wgmma layout: relayout through a 16 KB shared-memory scratch
-                        _store_kv_rows(dk_ptr, dv_ptr, (dk * sm_scale).to(dtype), dv.to(dtype),
-                                       n0 + cid * HALF, klen, kv_row0, hk, HKV, HEAD_DIM, HALF)
             if TMA_EPILOGUE or FUSED_DQ:
                 tlx.async_descriptor_store_wait(0)  # the last stores finish before the CTA exits
 
@@ -568,26 +495,21 @@ def jfa_bwd_dq_kernel(
 
 
 @triton.jit
-def _jfa_dq_reduce_kernel(part_ptr, dq_ptr, q_len, H, G, ctas_per_pair, rows_per_cta,
+def _jfa_dq_reduce_kernel(part_ptr, dq_ptr, q_len, H, ctas_per_pair, BLOCK_M: tl.constexpr,
                           HEAD_DIM: tl.constexpr, BLOCK_R: tl.constexpr):
-    """dq[i, h] = sum over the CTAs that own (h, q-block of i) of their fp32 partials, in CTA order.
-
-    Partials: CTA p's rows p*rows_per_cta ... (one q-block), G*HEAD_DIM columns (head h at
-    (h % G)*HEAD_DIM). The dq pass's resident CTAs own one (q head, q-block) pair each (G=1, pair
-    = mb*H + h); the fused dK/dV pass's head-resident CTAs one KV head (G q heads, one q-block of
-    q_len rows)."""
-    pair = tl.program_id(1)            # = mb * H + h
+    """dq[i, h] = sum over the CTAs that own (h, q-block of i) of their fp32 partials, in CTA order
+    (the dq pass's resident mode: CTAs pair*ctas_per_pair + c own pair = mb*H + h, partial rows
+    CTA*BLOCK_M ...)."""
+    pair = tl.program_id(1)
     h = pair % H
     mb = pair // H
     r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)   # row within the q-block
-    ok = (r < rows_per_cta) & (mb * rows_per_cta + r < q_len)
+    ok = (r < BLOCK_M) & (mb * BLOCK_M + r < q_len)
     offs_d = tl.arange(0, HEAD_DIM)
-    col = (h % G) * HEAD_DIM + offs_d
-    first = (mb * (H // G) + h // G) * ctas_per_pair
     acc = tl.zeros([BLOCK_R, HEAD_DIM], dtype=tl.float32)
     for c in range(0, ctas_per_pair):
-        row = ((first + c) * rows_per_cta + r).to(tl.int64)
-        acc += tl.load(part_ptr + row[:, None] * (G * HEAD_DIM) + col[None, :], mask=ok[:, None],
+        row = ((pair * ctas_per_pair + c) * BLOCK_M + r).to(tl.int64)
+        acc += tl.load(part_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], mask=ok[:, None],
                        other=0.0)
-    out = dq_ptr + (mb * rows_per_cta + r).to(tl.int64)[:, None] * (H * HEAD_DIM) + h * HEAD_DIM + offs_d[None, :]
+    out = dq_ptr + (mb * BLOCK_M + r).to(tl.int64)[:, None] * (H * HEAD_DIM) + h * HEAD_DIM + offs_d[None, :]
     tl.store(out, acc.to(dq_ptr.dtype.element_ty), mask=ok[:, None])

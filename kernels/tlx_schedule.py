@@ -35,9 +35,6 @@ Two ways to deal the sorted tiles over the persistent CTAs (`tile_at`):
 - resident (broadcast_q, H*NUM_MB <= #CTAs): CTA p owns one (head, q-block) pair for the whole
   launch and walks that q-block's batches heaviest first, zigzag over the CTAs of its pair, so the
   Q tile is loaded once and stays in shared memory.
-- head-resident (`kv_tile_at_head`, the KV-stationary backward with broadcast_q and dQ fused): CTA
-  p owns one KV head and walks all the sorted (batch, kv-block) entries zigzag over its head's
-  CTAs, so the dQ partial it accumulates covers one head's q_len rows only.
 """
 
 from __future__ import annotations
@@ -162,20 +159,6 @@ def tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair, t
         b = e // NUM_MB
         mb = e % NUM_MB
     return valid, b, h, mb
-
-
-@triton.jit
-def kv_tile_at_head(it, pid, tile_entry, n_entries, HKV, NUM_NB, ctas_per_head):
-    """(valid, b, hk, nb) of the it-th KV-stationary tile of CTA pid when every CTA owns one KV head
-    for the whole launch (`ctas_per_head` CTAs per head, each walking the sorted entries
-    b * NUM_NB + nb zigzag over its head's CTAs); the trip count is
-    ceil(n_entries / ctas_per_head)."""
-    hk = pid // ctas_per_head
-    r = pid % ctas_per_head
-    j = _zigzag(it, r, ctas_per_head)
-    valid = (hk < HKV) & (j < n_entries)
-    e = tl.load(tile_entry + j, mask=valid, other=0)
-    return valid, e // NUM_NB, hk, e % NUM_NB
 
 
 @triton.jit

@@ -31,11 +31,11 @@ def test_override_configs_changes_the_launchers_defaults(monkeypatch):
     monkeypatch.setattr(tlx_hopper, "fwd_config", tlx_hopper.fwd_config)
     monkeypatch.setattr(tlx_hopper, "bwd_config", tlx_hopper.bwd_config)
     default_fwd = tlx_hopper.fwd_config(128, True, 192)
-    override_configs("num_buf_kv=2", "fused_dq=True,dkdv_buf_q=3")
+    override_configs("num_buf_kv=2", "fused_dq=False,dkdv_buf_q=3")
     fwd = tlx_hopper.fwd_config(128, True, 192)
     bwd = tlx_hopper.bwd_config(128, False, 0, 4, 132)
     assert fwd.num_buf_kv == 2 and fwd.num_groups == default_fwd.num_groups
-    assert bwd.fused_dq and bwd.dkdv_buf_q == 3
+    assert not bwd.fused_dq and bwd.dkdv_buf_q == 3
     # the launcher's own choice still applies to the fields not named (q192 broadcast: 3 dq groups)
     assert tlx_hopper.bwd_config(128, True, 192, 3, 132).dq_groups == 3
     with pytest.raises(SystemExit, match="--bwd-config"):

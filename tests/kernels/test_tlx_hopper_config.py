@@ -51,34 +51,22 @@ def test_dq_fused_only_where_it_is_correct():
     assert not fuses_dq(on, 128, broadcast_q=False, deterministic=True)
     assert not fuses_dq(on, 128, broadcast_q=True, deterministic=True)
     assert not fuses_dq(on, 64, broadcast_q=False, deterministic=False)   # does not compile at D=64
-    # off unless asked for (not yet measured against the two-pass backward on the H200)
-    for d, bq, ql in ((128, False, 0), (128, True, 192), (64, False, 0)):
-        assert not fuses_dq(bwd_config(d, bq, ql, 4, 132), d, bq, False)
+    assert not fuses_dq(BwdConfig(fused_dq=False), 128, broadcast_q=False, deterministic=False)
 
 
-def test_fused_dq_needs_a_two_slot_q_ring():
+@pytest.mark.parametrize("head_dim,broadcast_q,q_len", [(128, False, 0), (128, True, 192), (128, True, 128)])
+def test_dq_fused_by_default_at_d128(head_dim, broadcast_q, q_len):
+    # run 15 (H200): faster on every forward+backward row, so bwd_config's choice
+    assert fuses_dq(bwd_config(head_dim, broadcast_q, q_len, 4, 132), head_dim, broadcast_q, False)
+
+
+@pytest.mark.parametrize("slots", [1, 3])
+def test_fused_dq_at_d128_needs_a_two_slot_q_ring(slots):
     from kernels.tlx_hopper import _check_config
 
-    _check_config(BwdConfig(fused_dq=True, dkdv_buf_q=2))
-    _check_config(BwdConfig(fused_dq=False, dkdv_buf_q=1))
-    with pytest.raises(ValueError, match=r"tlx BwdConfig: fused_dq needs dkdv_buf_q >= 2, got 1"):
-        _check_config(BwdConfig(fused_dq=True, dkdv_buf_q=1))
-
-
-def test_dkdv_pingpong_excludes_fused_dq():
-    from kernels.tlx_hopper import _check_config
-
-    _check_config(BwdConfig(dkdv_pingpong=True))
-    with pytest.raises(ValueError, match=r"dkdv_pingpong and fused_dq exclude each other"):
-        _check_config(BwdConfig(fused_dq=True, dkdv_pingpong=True))
-
-
-def test_three_slot_q_ring_at_d128_needs_the_staged_store():
-    from kernels.tlx_hopper import _check_config
-
-    _check_config(BwdConfig(dkdv_buf_q=3, dkdv_store_via_smem=True), 128)
-    _check_config(BwdConfig(dkdv_buf_q=3), 64)   # D=64 has shared memory to spare
-    with pytest.raises(ValueError, match=r"dkdv_buf_q=3 at head dim 128 needs dkdv_store_via_smem"):
-        _check_config(BwdConfig(dkdv_buf_q=3), 128)
-    with pytest.raises(ValueError, match=r"dkdv_buf_q=3 at head dim 128 needs dkdv_store_via_smem"):
-        _check_config(BwdConfig(dkdv_buf_q=3, dkdv_store_via_smem=True, fused_dq=True), 128)
+    _check_config(BwdConfig(fused_dq=True, dkdv_buf_q=2), 128)
+    _check_config(BwdConfig(fused_dq=False, dkdv_buf_q=slots), 128)  # the two-pass path: any ring
+    _check_config(BwdConfig(fused_dq=True, dkdv_buf_q=slots), 64)    # D=64 never fuses
+    with pytest.raises(ValueError, match=rf"tlx BwdConfig: fused_dq at head dim 128 needs dkdv_buf_q == 2, "
+                                         rf"got {slots}"):
+        _check_config(BwdConfig(fused_dq=True, dkdv_buf_q=slots), 128)

@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from kernels.tlx_schedule import (PRIORITY_BUCKETS, build_schedule, kv_block_range,
-                                  kv_tile_at_head, kv_unmasked_range, n_iterations, q_block_range,
+                                  kv_unmasked_range, n_iterations, q_block_range,
                                   seq_bounds, tile_at)
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -254,43 +254,3 @@ def test_schedule_order_heaviest_first_both_builders(bcast, max_len):
         entries, n = build_schedule(*args, use_torch=use_torch)
         assert int(n) == len(want)
         assert entries[:len(want)].cpu().tolist() == want, use_torch
-
-
-@triton.jit
-def _head_probe_kernel(tile_entry, n_entries, rec, HKV, NUM_NB, ctas_per_head, MAX_IT):
-    pid = tl.program_id(0)
-    n_ent = tl.load(n_entries)
-    for it in range(0, (n_ent + ctas_per_head - 1) // ctas_per_head):
-        valid, b, hk, nb = kv_tile_at_head(it, pid, tile_entry, n_ent, HKV, NUM_NB, ctas_per_head)
-        if valid:
-            base = rec + (pid * MAX_IT + it) * 4
-            tl.store(base + 0, 1)
-            tl.store(base + 1, b)
-            tl.store(base + 2, hk)
-            tl.store(base + 3, nb)
-
-
-@needs_new_interpreter
-@pytest.mark.parametrize("hkv,ctas_per_head", [(1, 1), (3, 1), (3, 4), (4, 5)])
-def test_head_resident_kv_tiles_each_once_on_their_heads_ctas(hkv, ctas_per_head):
-    # KV-stationary entries (b, kv-block of 128) of a jagged batch with empty and odd sequences
-    k_lens = [0, 1, 127, 128, 129, 300, 0, 513, 64]
-    k_off = torch.tensor([0] + k_lens).cumsum(0).to(DEVICE, torch.int32)
-    num_nb = triton.cdiv(max(k_lens), 128)
-    entries, n_entries = build_schedule(None, k_off, len(k_lens), 192, num_nb, None, False, True,
-                                        128, 64, kv_stationary=True)
-    n_prog = hkv * ctas_per_head
-    max_it = len(k_lens) * num_nb + 1
-    rec = torch.zeros(n_prog * max_it * 4, dtype=torch.int32, device=DEVICE)
-    _head_probe_kernel[(n_prog,)](entries, n_entries, rec, hkv, num_nb, ctas_per_head, max_it)
-    rec = rec.view(n_prog, max_it, 4).cpu()
-    seen = set()
-    for pid in range(n_prog):
-        for row in rec[pid][rec[pid][:, 0] == 1].tolist():
-            _, b, hk, nb = row
-            assert hk == pid // ctas_per_head, "a CTA left its head"
-            assert (b, hk, nb) not in seen, f"tile {(b, hk, nb)} visited twice"
-            seen.add((b, hk, nb))
-    expected = {(b, hk, nb) for b, klen in enumerate(k_lens) for nb in range(num_nb)
-                if nb * 128 < klen for hk in range(hkv)}
-    assert seen == expected
