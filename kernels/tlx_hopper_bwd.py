@@ -78,6 +78,18 @@ def _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0, pos, qlen):
 
 
 @triton.jit
+def _raw_row_stats(lse_ptr, delta_ptr, h, total_out, out_row0, i0, qlen, BLOCK_MQ: tl.constexpr):
+    """(LSE in base 2 with +inf where P must be 0, delta) of query rows i0 .. i0+BLOCK_MQ-1 in the
+    load's own layout (PREFETCH_STATS; rows past qlen are masked again where they are used)."""
+    pos = i0 + tl.arange(0, BLOCK_MQ)
+    ok = pos < qlen
+    offs = h.to(tl.int64) * total_out + out_row0 + pos
+    lse = tl.load(lse_ptr + offs, mask=ok, other=float("-inf"))
+    lse2 = tl.where(lse != float("-inf"), lse * LOG2E, float("inf"))
+    return lse2, tl.load(delta_ptr + offs, mask=ok, other=0.0)
+
+
+@triton.jit
 def _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ: tl.constexpr):
     """(q head, first query row) of query step s of a dk/dv tile: s walks the GQA group's heads,
     nsteps steps each (producer and consumers of both dk/dv kernels call this)."""
@@ -154,7 +166,7 @@ def jfa_bwd_dkdv_kernel(
     sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out, tile_window,
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
-    TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr,
+    TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, PREFETCH_STATS: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -177,6 +189,9 @@ def jfa_bwd_dkdv_kernel(
     kv_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=2)
     q_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=1)
     q_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=2)
+    if PREFETCH_STATS:
+        # consumer c, ring slot j: a step's LSE (base 2, +inf where P = 0) at 4c + 2j, delta next
+        stats_tiles = tlx.local_alloc((BLOCK_MQ,), tl.float32, 8)
     if FUSED_DQ:
         # dS^T of the step, one [64 keys, 64 queries] half per consumer: dQ's A operand (transposed)
         ds_tiles = tlx.local_alloc((HALF, BLOCK_MQ), dtype, 2)
@@ -256,10 +271,32 @@ def jfa_bwd_dkdv_kernel(
                             tlx.barrier_wait(kv_fulls[2 * slot + 1 - cid], phase)
                         k_c = k_tiles[2 * slot + cid]
                         v_c = v_tiles[2 * slot + cid]
+                        if PREFETCH_STATS:  # the first step's (q head hk*G, rows from qlo)
+                            lse_next, delta_next = _raw_row_stats(lse_ptr, delta_ptr, hk * G,
+                                                                  total_out, out_row0, qlo, qlen,
+                                                                  BLOCK_MQ)
                         for s in range(0, G * nsteps):
                             h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)
-                            lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
-                                                     i0 + tl.arange(0, BLOCK_MQ), qlen)
+                            if PREFETCH_STATS:
+                                # this step's statistics were loaded a step ago (compact layout,
+                                # one register each); they reach the wgmma column layout through
+                                # this consumer's slot of a 2-slot ring in shared memory
+                                st_slot = 4 * cid + 2 * (s % 2)
+                                tlx.local_store(stats_tiles[st_slot], lse_next)
+                                tlx.local_store(stats_tiles[st_slot + 1], delta_next)
+                                # the next step's, in flight during this step (the last step
+                                # reloads its own rows)
+                                h_next, i0_next = _dkdv_step(tl.minimum(s + 1, G * nsteps - 1), hk,
+                                                             G, qlo, nsteps, BLOCK_MQ)
+                                lse_next, delta_next = _raw_row_stats(lse_ptr, delta_ptr, h_next,
+                                                                      total_out, out_row0, i0_next,
+                                                                      qlen, BLOCK_MQ)
+                                lse2 = tl.where(i0 + tl.arange(0, BLOCK_MQ) < qlen,
+                                                tlx.local_load(stats_tiles[st_slot]), float("inf"))
+                                delta = tlx.local_load(stats_tiles[st_slot + 1])
+                            else:
+                                lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
+                                                         i0 + tl.arange(0, BLOCK_MQ), qlen)
                             q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
                             tlx.barrier_wait(q_fulls[q_slot], q_phase)
                             q_t = qdo_tiles[2 * q_slot]

@@ -378,6 +378,7 @@ def tail_cases() -> list[Case]:
 # D=64 take it, here with its non-deterministic atomics where broadcast_q has more pairs than CTAs)
 BWD_SWITCHES = {
     "bwd-two-pass": ({"fused_dq": False}, lambda: [c for c in bwd_cases() if c.d == 128]),
+    "bwd-prefetch": ({"dkdv_prefetch_stats": True}, bwd_cases),
 }
 
 
@@ -499,7 +500,8 @@ def test_skipping_idle_groups_changes_no_stored_value(case):
 def test_long_sequences_take_window_zero_and_match_window_one():
     """K/V of one sequence over all heads beyond L2 (64 MiB here): the launchers deal one
     sequence's blocks head by head (tile_window 0); every tile computes the same as in the default
-    order, so forward and gradients are bit-identical to tile_window 1."""
+    order, so the forward, dK and dV are bit-identical to tile_window 1 (dQ: the fused pass's fp32
+    partials add up in no fixed order, so it may differ by rounding)."""
     from kernels import tlx_hopper
 
     case = Case("self", 2, 4096, 4096, 32, 32, 128, "bf16", lens="full")
@@ -515,8 +517,9 @@ def test_long_sequences_take_window_zero_and_match_window_one():
     grads = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params)
     grads1 = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params,
                                  config=tlx_hopper.BwdConfig(tile_window=1))
-    for name, g, g1 in zip("qkv", grads, grads1):
+    for name, g, g1 in zip("kv", grads[1:], grads1[1:]):
         assert torch.equal(g, g1), f"d{name} differs between tile windows 0 and 1"
+    torch.testing.assert_close(grads[0].float(), grads1[0].float(), rtol=2**-7, atol=1e-4)
 
 
 @pytest.mark.gpu
