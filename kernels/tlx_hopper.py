@@ -271,9 +271,12 @@ class BwdConfig:
     # adds is not fixed) keeps the dq pass, and so does D=64 (its K-slice operand changes the K
     # tiles' swizzle away from the dK/dV TMA store's: does not compile)
     fused_dq: bool = True
-    # dk/dv pass: each query step's LSE/delta loads are issued one step ahead (registers) instead
-    # of in the step, where Nsight Compute (run 15) put ~20 % of the consumers' stall samples on
-    # their first use
+    # dk/dv pass: each query step's LSE/delta loads are issued one step ahead (one register each,
+    # moved to the wgmma layout through shared memory) instead of in the step, where Nsight Compute
+    # (run 15) put ~20 % of the consumers' stall samples on their first use. `bwd_config` turns it
+    # on for self/cross attention (run 15: self fill 0.5 forward+backward -10 %, dense B4 H32 -13 %;
+    # the two-pass dK/dV kernel 3.5 -> 2.35 ms); PMA (2-3 steps per tile) gains nothing at q192 and
+    # loses 2-6 % at q128
     dkdv_prefetch_stats: bool = False
 
     @property
@@ -290,7 +293,9 @@ def bwd_config(head_dim: int, broadcast_q: bool, q_len: int, num_heads: int, num
     atomics of the other mode would not fit."""
     if broadcast_q and 128 < q_len <= 192 and num_heads <= num_sms:
         return BwdConfig(dq_groups=3, dq_regs=160, tile_window=tile_window)
-    return BwdConfig(tile_window=tile_window)
+    if broadcast_q:
+        return BwdConfig(tile_window=tile_window)
+    return BwdConfig(tile_window=tile_window, dkdv_prefetch_stats=True)
 
 
 def fuses_dq(cfg: BwdConfig, head_dim: int, broadcast_q: bool, deterministic: bool) -> bool:

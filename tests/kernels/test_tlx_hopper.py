@@ -375,10 +375,12 @@ def tail_cases() -> list[Case]:
 
 # the backward's switches away from `bwd_config`'s choice, each checked on its cases (pytest and
 # the sharded script's passes): D=128 without the fused dQ (the dq pass, as deterministic=True and
-# D=64 take it, here with its non-deterministic atomics where broadcast_q has more pairs than CTAs)
+# D=64 take it, here with its non-deterministic atomics where broadcast_q has more pairs than CTAs);
 BWD_SWITCHES = {
     "bwd-two-pass": ({"fused_dq": False}, lambda: [c for c in bwd_cases() if c.d == 128]),
-    "bwd-prefetch": ({"dkdv_prefetch_stats": True}, bwd_cases),
+    # the statistics' prefetch the other way round (bwd_config: on for self/cross, off for bcast)
+    "bwd-prefetch-off": ({"dkdv_prefetch_stats": False}, lambda: [c for c in bwd_cases() if c.mode != "bcast"]),
+    "bwd-prefetch-on": ({"dkdv_prefetch_stats": True}, lambda: [c for c in bwd_cases() if c.mode == "bcast"]),
 }
 
 
