@@ -29,6 +29,10 @@ over the step's Q (c = 0) or dO (c = 1) tile and reduce-adds it into an fp32 dQ 
 read it. Keys past klen get P = 0 (their dS would reach dQ). broadcast_q: every tile adds into the
 same q_len rows (fp32, L2-resident).
 
+PREFETCH_STATS (`BwdConfig.dkdv_prefetch_stats`, on for self/cross): pass 1 loads each query
+step's LSE/delta a step ahead and moves them to the wgmma layout through shared memory, instead of
+waiting for the loads at the step's P^T math.
+
 Masking: query rows past qlen and rows that see no key get LSE' = +inf, so P = 0 there without a
 mask; the causal/window (and, in the dq pass, klen) masks are applied with tl.where on P.
 delta = rowsum(dO * O) comes from `_jfa_bwd_preprocess_kernel`.
