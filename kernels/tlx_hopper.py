@@ -419,7 +419,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         BROADCAST_Q=broadcast, RESIDENT=resident, num_warps=4, num_stages=1)
     if broadcast and resident:
         _jfa_dq_reduce_kernel[(triton_cdiv(bm, 64), pairs)](
-            part, dq, q_len, hq, cpp, BLOCK_M=bm, HEAD_DIM=d, BLOCK_R=64, num_warps=4)
+            part, dq, q_len, hq, cpp, HEAD_DIM=d, BLOCK_M=bm, BLOCK_R=64, num_warps=4)
     elif broadcast:
         dq = acc.to(query.dtype)
     return dq, dk, dv

@@ -45,7 +45,8 @@ import triton.language as tl
 import triton.language.extra.tlx as tlx
 
 from kernels.tlx_hopper_fwd import _bufidx_phase
-from kernels.tlx_schedule import kv_block_range, n_iterations, q_block_range, seq_bounds, tile_at
+from kernels.tlx_schedule import (kv_block_range, n_iterations, q_block_range, seq_bounds,
+                                  tile_at)
 
 LOG2E = tl.constexpr(1.4426950408889634)
 # FUSED_DQ dK/dV pass: the two consumers' rendezvous per query step (named barriers, 256 threads)
@@ -64,33 +65,21 @@ def _jfa_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, dq_acc_ptr, total_out, 
     offs = rows.to(tl.int64)[:, None] * (H * HEAD_DIM) + h * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
     o = tl.load(o_ptr + offs, mask=ok[:, None], other=0.0).to(tl.float32)
     do = tl.load(do_ptr + offs, mask=ok[:, None], other=0.0).to(tl.float32)
-    delta = tl.sum(o * do, 1)
-    tl.store(delta_ptr + h.to(tl.int64) * total_out + rows, delta, mask=ok)
+    tl.store(delta_ptr + h.to(tl.int64) * total_out + rows, tl.sum(o * do, 1), mask=ok)
     if ZERO_DQ:
         tl.store(dq_acc_ptr + offs, tl.zeros([BLOCK_R, HEAD_DIM], dtype=tl.float32), mask=ok[:, None])
 
 
 @triton.jit
 def _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0, pos, qlen):
-    """(LSE in base 2 with +inf where P must be 0, delta) for query positions `pos`."""
-    ok = pos < qlen
-    offs = h.to(tl.int64) * total_out + out_row0 + pos
-    lse = tl.load(lse_ptr + offs, mask=ok, other=float("-inf"))
-    lse2 = tl.where(ok & (lse != float("-inf")), lse * LOG2E, float("inf"))
-    delta = tl.load(delta_ptr + offs, mask=ok, other=0.0)
-    return lse2, delta
-
-
-@triton.jit
-def _raw_row_stats(lse_ptr, delta_ptr, h, total_out, out_row0, i0, qlen, BLOCK_MQ: tl.constexpr):
-    """(LSE in base 2 with +inf where P must be 0, delta) of query rows i0 .. i0+BLOCK_MQ-1 in the
-    load's own layout (PREFETCH_STATS; rows past qlen are masked again where they are used)."""
-    pos = i0 + tl.arange(0, BLOCK_MQ)
+    """(LSE in base 2 with +inf where P must be 0, delta) for query positions `pos` (positions
+    past qlen load LSE -inf: +inf too)."""
     ok = pos < qlen
     offs = h.to(tl.int64) * total_out + out_row0 + pos
     lse = tl.load(lse_ptr + offs, mask=ok, other=float("-inf"))
     lse2 = tl.where(lse != float("-inf"), lse * LOG2E, float("inf"))
-    return lse2, tl.load(delta_ptr + offs, mask=ok, other=0.0)
+    delta = tl.load(delta_ptr + offs, mask=ok, other=0.0)
+    return lse2, delta
 
 
 @triton.jit
@@ -202,8 +191,7 @@ def jfa_bwd_dkdv_kernel(
         # consumer c's fp32 dQ partial [64 queries, D/2 columns] is staged over the step's Q tile
         # (c = 0) or dO tile (c = 1): the same bytes, free once both consumers' wgmmas finished
         dq_stage = tlx.local_alloc((BLOCK_MQ, DQ_COLS), tl.float32, 2 * NUM_BUF_Q, reuse=qdo_tiles)
-    n_ent = tl.load(n_entries)
-    n_tiles = n_ent * HKV
+    n_tiles = tl.load(n_entries) * HKV
     n_iter = n_iterations(n_tiles, n_prog, B, 1, False)
 
     with tlx.async_tasks():
@@ -212,8 +200,8 @@ def jfa_bwd_dkdv_kernel(
             cnt_kv = 0
             cnt_q = 0
             for it in range(0, n_iter):
-                valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB, 1,
-                                           tile_window, False)
+                valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB,
+                                           1, tile_window, False)
                 if valid:
                     q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
                                                                        BROADCAST_Q)
@@ -254,8 +242,8 @@ def jfa_bwd_dkdv_kernel(
             held_slot = -1
             held_q = -1  # FUSED_DQ: likewise the Q/dO slot a dQ reduce-add is still reading
             for it in range(0, n_iter):
-                valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB, 1,
-                                           tile_window, False)
+                valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB,
+                                           1, tile_window, False)
                 if valid:
                     q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
                                                                        BROADCAST_Q)
@@ -276,9 +264,9 @@ def jfa_bwd_dkdv_kernel(
                         k_c = k_tiles[2 * slot + cid]
                         v_c = v_tiles[2 * slot + cid]
                         if PREFETCH_STATS:  # the first step's (q head hk*G, rows from qlo)
-                            lse_next, delta_next = _raw_row_stats(lse_ptr, delta_ptr, hk * G,
-                                                                  total_out, out_row0, qlo, qlen,
-                                                                  BLOCK_MQ)
+                            lse_next, delta_next = _row_stats(lse_ptr, delta_ptr, hk * G, total_out,
+                                                              out_row0, qlo + tl.arange(0, BLOCK_MQ),
+                                                              qlen)
                         for s in range(0, G * nsteps):
                             h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)
                             if PREFETCH_STATS:
@@ -292,9 +280,10 @@ def jfa_bwd_dkdv_kernel(
                                 # reloads its own rows)
                                 h_next, i0_next = _dkdv_step(tl.minimum(s + 1, G * nsteps - 1), hk,
                                                              G, qlo, nsteps, BLOCK_MQ)
-                                lse_next, delta_next = _raw_row_stats(lse_ptr, delta_ptr, h_next,
-                                                                      total_out, out_row0, i0_next,
-                                                                      qlen, BLOCK_MQ)
+                                lse_next, delta_next = _row_stats(lse_ptr, delta_ptr, h_next,
+                                                                  total_out, out_row0,
+                                                                  i0_next + tl.arange(0, BLOCK_MQ),
+                                                                  qlen)
                                 lse2 = tl.where(i0 + tl.arange(0, BLOCK_MQ) < qlen,
                                                 tlx.local_load(stats_tiles[st_slot]), float("inf"))
                                 delta = tlx.local_load(stats_tiles[st_slot + 1])
@@ -536,12 +525,10 @@ def jfa_bwd_dq_kernel(
 
 
 @triton.jit
-def _jfa_dq_reduce_kernel(part_ptr, dq_ptr, q_len, H, ctas_per_pair, BLOCK_M: tl.constexpr,
-                          HEAD_DIM: tl.constexpr, BLOCK_R: tl.constexpr):
-    """dq[i, h] = sum over the CTAs that own (h, q-block of i) of their fp32 partials, in CTA order
-    (the dq pass's resident mode: CTAs pair*ctas_per_pair + c own pair = mb*H + h, partial rows
-    CTA*BLOCK_M ...)."""
-    pair = tl.program_id(1)
+def _jfa_dq_reduce_kernel(part_ptr, dq_ptr, q_len, H, ctas_per_pair, HEAD_DIM: tl.constexpr,
+                      BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
+    """dq[i, h] = sum over the CTAs of pair (h, q-block of i) of their partials, in CTA order."""
+    pair = tl.program_id(1)            # = mb * H + h, the resident pair index
     h = pair % H
     mb = pair // H
     r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)   # row within the q-block
@@ -549,8 +536,8 @@ def _jfa_dq_reduce_kernel(part_ptr, dq_ptr, q_len, H, ctas_per_pair, BLOCK_M: tl
     offs_d = tl.arange(0, HEAD_DIM)
     acc = tl.zeros([BLOCK_R, HEAD_DIM], dtype=tl.float32)
     for c in range(0, ctas_per_pair):
-        row = ((pair * ctas_per_pair + c) * BLOCK_M + r).to(tl.int64)
-        acc += tl.load(part_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], mask=ok[:, None],
-                       other=0.0)
+        cta = pair * ctas_per_pair + c
+        p = part_ptr + (cta * BLOCK_M + r).to(tl.int64)[:, None] * HEAD_DIM + offs_d[None, :]
+        acc += tl.load(p, mask=ok[:, None], other=0.0)
     out = dq_ptr + (mb * BLOCK_M + r).to(tl.int64)[:, None] * (H * HEAD_DIM) + h * HEAD_DIM + offs_d[None, :]
     tl.store(out, acc.to(dq_ptr.dtype.element_ty), mask=ok[:, None])
