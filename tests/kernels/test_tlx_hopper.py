@@ -352,7 +352,7 @@ def bwd_cases() -> list[Case]:
         C.append(Case("self", 20, 400, 400, 4, 4, d, "fp16"))
         C.append(Case("bcast", 100, 128, 300, 3, 3, d, "bf16"))
         C.append(Case("bcast", 60, 300, 200, 2, 2, d, "bf16"))          # 3 q-blocks
-        C.append(Case("bcast", 60, 192, 200, 2, 2, d, "bf16", grid=3))  # dq via atomics
+        C.append(Case("bcast", 60, 192, 200, 2, 2, d, "bf16", grid=3))  # more pairs than CTAs
         C.append(Case("cross", 30, 100, 100, 2, 2, d, "bf16", lens="empty_kv"))
         C.append(Case("self", 30, 100, 100, 2, 2, d, "bf16", lens="one"))
     return C + [Case("cross", 40, 333, 200, 4, 1, 128, "bf16", True),
@@ -374,9 +374,10 @@ def tail_cases() -> list[Case]:
 
 
 # the backward's switches away from `bwd_config`'s choice, each checked on its cases (pytest and
-# the sharded script's passes): D=128 without the fused dQ (the dq pass, as deterministic=True and
-# D=64 take it, here with its non-deterministic atomics where broadcast_q has more pairs than CTAs);
+# the sharded script's passes)
 BWD_SWITCHES = {
+    # D=128 without the fused dQ: the dq pass, as deterministic=True and D=64 take it (here with its
+    # non-deterministic atomics where broadcast_q has more pairs than CTAs)
     "bwd-two-pass": ({"fused_dq": False}, lambda: [c for c in bwd_cases() if c.d == 128]),
     # the statistics' prefetch the other way round (bwd_config: on for self/cross, off for bcast)
     "bwd-prefetch-off": ({"dkdv_prefetch_stats": False}, lambda: [c for c in bwd_cases() if c.mode != "bcast"]),

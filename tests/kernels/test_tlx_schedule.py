@@ -18,8 +18,8 @@ import triton
 import triton.language as tl
 
 from kernels.tlx_schedule import (PRIORITY_BUCKETS, build_schedule, kv_block_range,
-                                  kv_unmasked_range, n_iterations, q_block_range,
-                                  seq_bounds, tile_at)
+                                  kv_unmasked_range, n_iterations, q_block_range, seq_bounds,
+                                  tile_at)
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
