@@ -156,6 +156,9 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
         # read it), a hang; three: 213,352 B + 32 KB does not fit in shared memory
         raise ValueError(f"tlx BwdConfig: fused_dq at head dim 128 needs dkdv_buf_q == 2, got "
                          f"{cfg.dkdv_buf_q}")
+    if cfg.dkdv_stats_producer and cfg.dkdv_prefetch_stats:
+        raise ValueError("tlx BwdConfig: dkdv_stats_producer and dkdv_prefetch_stats are two ways of "
+                         "loading the same statistics; set at most one")
 
 
 def call_tile_window(key: torch.Tensor, params) -> int:
@@ -278,6 +281,11 @@ class BwdConfig:
     # the two-pass dK/dV kernel 3.5 -> 2.35 ms); PMA (2-3 steps per tile) gains nothing at q192 and
     # loses 2-6 % at q128
     dkdv_prefetch_stats: bool = False
+    # dk/dv pass: the producer warpgroup loads each step's LSE/delta and stores them beside the
+    # step's Q/dO slot (a second arrival on its barrier). Run 16's source counters: the proxy
+    # fences' MEMBAR.ALL.CTA in every fused step wait for the consumers' own in-flight loads
+    # (prefetched or not); the producer has no such fences
+    dkdv_stats_producer: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -376,7 +384,8 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, PREFETCH_STATS=cfg.dkdv_prefetch_stats, num_warps=4, num_stages=1)
+        FUSED_DQ=fused_dq, PREFETCH_STATS=cfg.dkdv_prefetch_stats,
+        STATS_BY_PRODUCER=cfg.dkdv_stats_producer, num_warps=4, num_stages=1)
     if fused_dq:
         return dq_acc.to(query.dtype), dk, dv
 

@@ -32,6 +32,9 @@ same q_len rows (fp32, L2-resident).
 PREFETCH_STATS (`BwdConfig.dkdv_prefetch_stats`, on for self/cross): pass 1 loads each query
 step's LSE/delta a step ahead and moves them to the wgmma layout through shared memory, instead of
 waiting for the loads at the step's P^T math.
+STATS_BY_PRODUCER (`BwdConfig.dkdv_stats_producer`): the producer loads them instead and stores
+them beside the step's Q/dO slot: the consumers issue no global loads, so the proxy fences'
+MEMBARs in their steps have none to wait for.
 
 Masking: query rows past qlen and rows that see no key get LSE' = +inf, so P = 0 there without a
 mask; the causal/window (and, in the dq pass, klen) masks are applied with tl.where on P.
@@ -160,6 +163,7 @@ def jfa_bwd_dkdv_kernel(
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, PREFETCH_STATS: tl.constexpr,
+    STATS_BY_PRODUCER: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -180,8 +184,13 @@ def jfa_bwd_dkdv_kernel(
     qdo_tiles = tlx.local_alloc((BLOCK_MQ, HEAD_DIM), dtype, 2 * NUM_BUF_Q)
     kv_fulls = tlx.alloc_barriers(num_barriers=2 * NUM_BUF_KV, arrive_count=1)
     kv_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=2)
-    q_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=1)
+    # STATS_BY_PRODUCER: a step's slot is full once its TMA bytes landed and its statistics are
+    # stored (the producer's second arrival)
+    q_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=1 + STATS_BY_PRODUCER)
     q_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=2)
+    if STATS_BY_PRODUCER:
+        # step slot i: LSE (base 2, +inf where P = 0) at 2i, delta at 2i + 1
+        step_stats = tlx.local_alloc((BLOCK_MQ,), tl.float32, 2 * NUM_BUF_Q)
     if PREFETCH_STATS:
         # consumer c, ring slot j: a step's LSE (base 2, +inf where P = 0) at 4c + 2j, delta next
         stats_tiles = tlx.local_alloc((BLOCK_MQ,), tl.float32, 8)
@@ -222,12 +231,21 @@ def jfa_bwd_dkdv_kernel(
                         for s in range(0, G * nsteps):
                             h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)
                             q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
+                            if STATS_BY_PRODUCER:  # in flight while the slot drains
+                                lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
+                                                         i0 + tl.arange(0, BLOCK_MQ), qlen)
                             tlx.barrier_wait(q_empties[q_slot], q_phase ^ 1)
                             tlx.barrier_expect_bytes(q_fulls[q_slot], 2 * STEP_BYTES)
                             tlx.async_descriptor_load(desc_q, qdo_tiles[2 * q_slot],
                                                       [q_row0 + i0, h * HEAD_DIM], q_fulls[q_slot])
                             tlx.async_descriptor_load(desc_do, qdo_tiles[2 * q_slot + 1],
                                                       [out_row0 + i0, h * HEAD_DIM], q_fulls[q_slot])
+                            if STATS_BY_PRODUCER:
+                                tlx.local_store(step_stats[2 * q_slot], lse2)
+                                tlx.local_store(step_stats[2 * q_slot + 1], delta)
+                                # (barrier_arrive syncs the warpgroup first: every thread's stores
+                                # precede the release)
+                                tlx.barrier_arrive(q_fulls[q_slot], 1)
                             cnt_q += 1
 
         # ---- consumers: dK, dV of 64 KV rows each --------------------------------------------
@@ -287,11 +305,14 @@ def jfa_bwd_dkdv_kernel(
                                 lse2 = tl.where(i0 + tl.arange(0, BLOCK_MQ) < qlen,
                                                 tlx.local_load(stats_tiles[st_slot]), float("inf"))
                                 delta = tlx.local_load(stats_tiles[st_slot + 1])
-                            else:
+                            elif not STATS_BY_PRODUCER:
                                 lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
                                                          i0 + tl.arange(0, BLOCK_MQ), qlen)
                             q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
                             tlx.barrier_wait(q_fulls[q_slot], q_phase)
+                            if STATS_BY_PRODUCER:
+                                lse2 = tlx.local_load(step_stats[2 * q_slot])
+                                delta = tlx.local_load(step_stats[2 * q_slot + 1])
                             q_t = qdo_tiles[2 * q_slot]
                             do_t = qdo_tiles[2 * q_slot + 1]
                             if FUSED_DQ:
