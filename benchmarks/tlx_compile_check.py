@@ -129,9 +129,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
         fused = fuses_dq(cfg, d, bcast, deterministic=False)
         const = dict(HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs,
                      CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast,
-                     TMA_EPILOGUE=cfg.dkdv_tma_store, FUSED_DQ=fused,
-                     PREFETCH_STATS=cfg.dkdv_prefetch_stats,
-                     STATS_BY_PRODUCER=cfg.dkdv_stats_producer)
+                     TMA_EPILOGUE=cfg.dkdv_tma_store, FUSED_DQ=fused)
     else:
         fn = jfa_bwd_dq_kernel
         sig["desc_k"] = sig["desc_v"] = _tdesc(dt, cfg.dq_block_n, d)

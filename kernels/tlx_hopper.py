@@ -156,9 +156,6 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
         # read it), a hang; three: 213,352 B + 32 KB does not fit in shared memory
         raise ValueError(f"tlx BwdConfig: fused_dq at head dim 128 needs dkdv_buf_q == 2, got "
                          f"{cfg.dkdv_buf_q}")
-    if cfg.dkdv_stats_producer and cfg.dkdv_prefetch_stats:
-        raise ValueError("tlx BwdConfig: dkdv_stats_producer and dkdv_prefetch_stats are two ways of "
-                         "loading the same statistics; set at most one")
 
 
 def call_tile_window(key: torch.Tensor, params) -> int:
@@ -274,18 +271,6 @@ class BwdConfig:
     # adds is not fixed) keeps the dq pass, and so does D=64 (its K-slice operand changes the K
     # tiles' swizzle away from the dK/dV TMA store's: does not compile)
     fused_dq: bool = True
-    # dk/dv pass: each query step's LSE/delta loads are issued one step ahead (one register each,
-    # moved to the wgmma layout through shared memory) instead of in the step, where Nsight Compute
-    # (run 15) put ~20 % of the consumers' stall samples on their first use. `bwd_config` turns it
-    # on for self/cross attention (run 15: self fill 0.5 forward+backward -10 %, dense B4 H32 -13 %;
-    # the two-pass dK/dV kernel 3.5 -> 2.35 ms); PMA (2-3 steps per tile) gains nothing at q192 and
-    # loses 2-6 % at q128
-    dkdv_prefetch_stats: bool = False
-    # dk/dv pass: the producer warpgroup loads each step's LSE/delta and stores them beside the
-    # step's Q/dO slot (a second arrival on its barrier). Run 16's source counters: the proxy
-    # fences' MEMBAR.ALL.CTA in every fused step wait for the consumers' own in-flight loads
-    # (prefetched or not); the producer has no such fences
-    dkdv_stats_producer: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -301,9 +286,7 @@ def bwd_config(head_dim: int, broadcast_q: bool, q_len: int, num_heads: int, num
     atomics of the other mode would not fit."""
     if broadcast_q and 128 < q_len <= 192 and num_heads <= num_sms:
         return BwdConfig(dq_groups=3, dq_regs=160, tile_window=tile_window)
-    if broadcast_q:
-        return BwdConfig(tile_window=tile_window)
-    return BwdConfig(tile_window=tile_window, dkdv_prefetch_stats=True)
+    return BwdConfig(tile_window=tile_window)
 
 
 def fuses_dq(cfg: BwdConfig, head_dim: int, broadcast_q: bool, deterministic: bool) -> bool:
@@ -384,8 +367,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, PREFETCH_STATS=cfg.dkdv_prefetch_stats,
-        STATS_BY_PRODUCER=cfg.dkdv_stats_producer, num_warps=4, num_stages=1)
+        FUSED_DQ=fused_dq, num_warps=4, num_stages=1)
     if fused_dq:
         return dq_acc.to(query.dtype), dk, dv
 

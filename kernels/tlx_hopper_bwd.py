@@ -9,7 +9,7 @@ Two warp-specialised persistent passes, no atomics on dK/dV, deterministic excep
    memory), P^T = exp2(S^T*scale*log2e - LSE*log2e), dS^T = P^T (dP^T - delta), dV += P^T dO and
    dK += dS^T Q (P^T, dS^T as register operands). dK, dV are written once.
    Producer warpgroup: TMA loads of the two K/V halves (one slot per tile, double-buffered) and of
-   the Q/dO step tiles (a ring).
+   the Q/dO step tiles (a ring), plus each step's row statistics (below).
 2. `jfa_bwd_dq_kernel`, Q-stationary like the forward (same schedule helpers): a tile is (b, head,
    q-block); per KV block S = Q K^T, dP = dO V^T, dS = P (dP - delta), dQ += dS K, dQ kept in
    registers. With broadcast_q in the forward's "resident" mode a CTA owns one (head, q-block) for
@@ -29,12 +29,9 @@ over the step's Q (c = 0) or dO (c = 1) tile and reduce-adds it into an fp32 dQ 
 read it. Keys past klen get P = 0 (their dS would reach dQ). broadcast_q: every tile adds into the
 same q_len rows (fp32, L2-resident).
 
-PREFETCH_STATS (`BwdConfig.dkdv_prefetch_stats`, on for self/cross): pass 1 loads each query
-step's LSE/delta a step ahead and moves them to the wgmma layout through shared memory, instead of
-waiting for the loads at the step's P^T math.
-STATS_BY_PRODUCER (`BwdConfig.dkdv_stats_producer`): the producer loads them instead and stores
-them beside the step's Q/dO slot: the consumers issue no global loads, so the proxy fences'
-MEMBARs in their steps have none to wait for.
+Row statistics: pass 1's producer loads each query step's LSE/delta and stores them beside the
+step's Q/dO slot, so pass 1's consumers issue no global loads: the MEMBAR of every proxy fence in
+their steps would wait for one in flight (run 16).
 
 Masking: query rows past qlen and rows that see no key get LSE' = +inf, so P = 0 there without a
 mask; the causal/window (and, in the dq pass, klen) masks are applied with tl.where on P.
@@ -162,8 +159,7 @@ def jfa_bwd_dkdv_kernel(
     sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out, tile_window,
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
-    TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, PREFETCH_STATS: tl.constexpr,
-    STATS_BY_PRODUCER: tl.constexpr,
+    TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -184,16 +180,12 @@ def jfa_bwd_dkdv_kernel(
     qdo_tiles = tlx.local_alloc((BLOCK_MQ, HEAD_DIM), dtype, 2 * NUM_BUF_Q)
     kv_fulls = tlx.alloc_barriers(num_barriers=2 * NUM_BUF_KV, arrive_count=1)
     kv_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=2)
-    # STATS_BY_PRODUCER: a step's slot is full once its TMA bytes landed and its statistics are
-    # stored (the producer's second arrival)
-    q_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=1 + STATS_BY_PRODUCER)
+    # step slot i's row statistics: LSE (base 2, +inf where P = 0) at 2i, delta at 2i + 1
+    step_stats = tlx.local_alloc((BLOCK_MQ,), tl.float32, 2 * NUM_BUF_Q)
+    # a step's slot is full once its TMA bytes landed (arrival 1) and its statistics are stored
+    # (arrival 2)
+    q_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=2)
     q_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=2)
-    if STATS_BY_PRODUCER:
-        # step slot i: LSE (base 2, +inf where P = 0) at 2i, delta at 2i + 1
-        step_stats = tlx.local_alloc((BLOCK_MQ,), tl.float32, 2 * NUM_BUF_Q)
-    if PREFETCH_STATS:
-        # consumer c, ring slot j: a step's LSE (base 2, +inf where P = 0) at 4c + 2j, delta next
-        stats_tiles = tlx.local_alloc((BLOCK_MQ,), tl.float32, 8)
     if FUSED_DQ:
         # dS^T of the step, one [64 keys, 64 queries] half per consumer: dQ's A operand (transposed)
         ds_tiles = tlx.local_alloc((HALF, BLOCK_MQ), dtype, 2)
@@ -231,21 +223,20 @@ def jfa_bwd_dkdv_kernel(
                         for s in range(0, G * nsteps):
                             h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)
                             q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
-                            if STATS_BY_PRODUCER:  # in flight while the slot drains
-                                lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
-                                                         i0 + tl.arange(0, BLOCK_MQ), qlen)
+                            # the statistics' loads are in flight while the slot drains
+                            lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
+                                                     i0 + tl.arange(0, BLOCK_MQ), qlen)
                             tlx.barrier_wait(q_empties[q_slot], q_phase ^ 1)
                             tlx.barrier_expect_bytes(q_fulls[q_slot], 2 * STEP_BYTES)
                             tlx.async_descriptor_load(desc_q, qdo_tiles[2 * q_slot],
                                                       [q_row0 + i0, h * HEAD_DIM], q_fulls[q_slot])
                             tlx.async_descriptor_load(desc_do, qdo_tiles[2 * q_slot + 1],
                                                       [out_row0 + i0, h * HEAD_DIM], q_fulls[q_slot])
-                            if STATS_BY_PRODUCER:
-                                tlx.local_store(step_stats[2 * q_slot], lse2)
-                                tlx.local_store(step_stats[2 * q_slot + 1], delta)
-                                # (barrier_arrive syncs the warpgroup first: every thread's stores
-                                # precede the release)
-                                tlx.barrier_arrive(q_fulls[q_slot], 1)
+                            tlx.local_store(step_stats[2 * q_slot], lse2)
+                            tlx.local_store(step_stats[2 * q_slot + 1], delta)
+                            # (barrier_arrive syncs the warpgroup first: every thread's stores
+                            # precede the release)
+                            tlx.barrier_arrive(q_fulls[q_slot], 1)
                             cnt_q += 1
 
         # ---- consumers: dK, dV of 64 KV rows each --------------------------------------------
@@ -281,38 +272,12 @@ def jfa_bwd_dkdv_kernel(
                             tlx.barrier_wait(kv_fulls[2 * slot + 1 - cid], phase)
                         k_c = k_tiles[2 * slot + cid]
                         v_c = v_tiles[2 * slot + cid]
-                        if PREFETCH_STATS:  # the first step's (q head hk*G, rows from qlo)
-                            lse_next, delta_next = _row_stats(lse_ptr, delta_ptr, hk * G, total_out,
-                                                              out_row0, qlo + tl.arange(0, BLOCK_MQ),
-                                                              qlen)
                         for s in range(0, G * nsteps):
                             h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)
-                            if PREFETCH_STATS:
-                                # this step's statistics were loaded a step ago (compact layout,
-                                # one register each); they reach the wgmma column layout through
-                                # this consumer's slot of a 2-slot ring in shared memory
-                                st_slot = 4 * cid + 2 * (s % 2)
-                                tlx.local_store(stats_tiles[st_slot], lse_next)
-                                tlx.local_store(stats_tiles[st_slot + 1], delta_next)
-                                # the next step's, in flight during this step (the last step
-                                # reloads its own rows)
-                                h_next, i0_next = _dkdv_step(tl.minimum(s + 1, G * nsteps - 1), hk,
-                                                             G, qlo, nsteps, BLOCK_MQ)
-                                lse_next, delta_next = _row_stats(lse_ptr, delta_ptr, h_next,
-                                                                  total_out, out_row0,
-                                                                  i0_next + tl.arange(0, BLOCK_MQ),
-                                                                  qlen)
-                                lse2 = tl.where(i0 + tl.arange(0, BLOCK_MQ) < qlen,
-                                                tlx.local_load(stats_tiles[st_slot]), float("inf"))
-                                delta = tlx.local_load(stats_tiles[st_slot + 1])
-                            elif not STATS_BY_PRODUCER:
-                                lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
-                                                         i0 + tl.arange(0, BLOCK_MQ), qlen)
                             q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
                             tlx.barrier_wait(q_fulls[q_slot], q_phase)
-                            if STATS_BY_PRODUCER:
-                                lse2 = tlx.local_load(step_stats[2 * q_slot])
-                                delta = tlx.local_load(step_stats[2 * q_slot + 1])
+                            lse2 = tlx.local_load(step_stats[2 * q_slot])
+                            delta = tlx.local_load(step_stats[2 * q_slot + 1])
                             q_t = qdo_tiles[2 * q_slot]
                             do_t = qdo_tiles[2 * q_slot + 1]
                             if FUSED_DQ:

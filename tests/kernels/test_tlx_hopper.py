@@ -379,11 +379,6 @@ BWD_SWITCHES = {
     # D=128 without the fused dQ: the dq pass, as deterministic=True and D=64 take it (here with its
     # non-deterministic atomics where broadcast_q has more pairs than CTAs)
     "bwd-two-pass": ({"fused_dq": False}, lambda: [c for c in bwd_cases() if c.d == 128]),
-    # the statistics' prefetch the other way round (bwd_config: on for self/cross, off for bcast)
-    "bwd-prefetch-off": ({"dkdv_prefetch_stats": False}, lambda: [c for c in bwd_cases() if c.mode != "bcast"]),
-    "bwd-prefetch-on": ({"dkdv_prefetch_stats": True}, lambda: [c for c in bwd_cases() if c.mode == "bcast"]),
-    # the statistics loaded by the producer beside each step's Q/dO (every case, both passes' paths)
-    "bwd-stats-producer": ({"dkdv_stats_producer": True, "dkdv_prefetch_stats": False}, bwd_cases),
 }
 
 

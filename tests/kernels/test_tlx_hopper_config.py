@@ -70,19 +70,3 @@ def test_fused_dq_at_d128_needs_a_two_slot_q_ring(slots):
     with pytest.raises(ValueError, match=rf"tlx BwdConfig: fused_dq at head dim 128 needs dkdv_buf_q == 2, "
                                          rf"got {slots}"):
         _check_config(BwdConfig(fused_dq=True, dkdv_buf_q=slots), 128)
-
-
-def test_statistics_have_one_loader():
-    from kernels.tlx_hopper import _check_config
-
-    _check_config(BwdConfig(dkdv_stats_producer=True), 128)
-    _check_config(BwdConfig(dkdv_prefetch_stats=True), 128)
-    with pytest.raises(ValueError, match="dkdv_stats_producer and dkdv_prefetch_stats .* set at most one"):
-        _check_config(BwdConfig(dkdv_stats_producer=True, dkdv_prefetch_stats=True), 64)
-
-
-@pytest.mark.parametrize("head_dim", [64, 128])
-@pytest.mark.parametrize("broadcast_q,q_len", [(False, 0), (True, 192), (True, 128), (True, 300)])
-def test_statistics_prefetched_for_self_and_cross_only(head_dim, broadcast_q, q_len):
-    # run 15: self/dense forward+backward -10 to -13 %, PMA q128 2-6 % slower
-    assert bwd_config(head_dim, broadcast_q, q_len, 4, 132).dkdv_prefetch_stats == (not broadcast_q)
