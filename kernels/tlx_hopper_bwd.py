@@ -30,8 +30,9 @@ read it. Keys past klen get P = 0 (their dS would reach dQ). broadcast_q: every 
 same q_len rows (fp32, L2-resident).
 
 Row statistics: pass 1's producer loads each query step's LSE/delta and stores them beside the
-step's Q/dO slot, so pass 1's consumers issue no global loads: the MEMBAR of every proxy fence in
-their steps would wait for one in flight (run 16).
+step's Q/dO slot, so pass 1's consumers issue no global loads (run 16: loaded by the consumers,
+in the step or a step ahead, they stalled the step's math; the producer waits for them off the
+critical path).
 
 Masking: query rows past qlen and rows that see no key get LSE' = +inf, so P = 0 there without a
 mask; the causal/window (and, in the dq pass, klen) masks are applied with tl.where on P.
