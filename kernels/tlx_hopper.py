@@ -271,6 +271,10 @@ class BwdConfig:
     # adds is not fixed) keeps the dq pass, and so does D=64 (its K-slice operand changes the K
     # tiles' swizzle away from the dK/dV TMA store's: does not compile)
     fused_dq: bool = True
+    # fused dK/dV pass: the Q/dO slot that staged the previous step's dQ partial goes back to the
+    # producer right after this step's S^T/dP^T are issued (run 16's code) instead of after its
+    # dV/dK are issued (the default since run 17)
+    dkdv_early_q_release: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -367,7 +371,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, num_warps=4, num_stages=1)
+        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, num_warps=4, num_stages=1)
     if fused_dq:
         return dq_acc.to(query.dtype), dk, dv
 

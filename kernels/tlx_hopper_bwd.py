@@ -160,7 +160,7 @@ def jfa_bwd_dkdv_kernel(
     sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out, tile_window,
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
-    TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr,
+    TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, EARLY_Q_RELEASE: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -291,7 +291,7 @@ def jfa_bwd_dkdv_kernel(
                             else:
                                 st = tlx.async_dot(k_c, tlx.local_trans(q_t))
                                 dpt = tlx.async_dot(v_c, tlx.local_trans(do_t))
-                            if FUSED_DQ:
+                            if FUSED_DQ and EARLY_Q_RELEASE:
                                 held_q = _release_held_q_slot(q_empties, held_q)
                             st = tlx.async_dot_wait(1, st)
                             pt = _dkdv_probs(st, lse2, kv_pos, i0, window, qk_scale, CAUSAL,
@@ -304,6 +304,11 @@ def jfa_bwd_dkdv_kernel(
                             dst = (pt * (dpt - delta[None, :])).to(dtype)
                             dv = tlx.async_dot(pt.to(dtype), do_t, dv)
                             dk = tlx.async_dot(dst, q_t, dk)
+                            if FUSED_DQ and not EARLY_Q_RELEASE:
+                                # the previous step's dQ reduce-add has had this step's S^T/dP^T
+                                # and P^T math to read its staging; waiting for it right after
+                                # issuing S^T/dP^T stalled the consumers (run 16's counters)
+                                held_q = _release_held_q_slot(q_empties, held_q)
                             if FUSED_DQ:
                                 # dQ[:, cols of c] = dS K[:, cols of c] = sum over both key halves
                                 # j of (dS^T_j)^T K_j[:, cols of c]: publish this half of dS^T,
