@@ -271,9 +271,11 @@ class BwdConfig:
     # adds is not fixed) keeps the dq pass, and so does D=64 (its K-slice operand changes the K
     # tiles' swizzle away from the dK/dV TMA store's: does not compile)
     fused_dq: bool = True
-    # fused dK/dV pass: the Q/dO slot that staged the previous step's dQ partial goes back to the
-    # producer right after this step's S^T/dP^T are issued (run 16's code) instead of after its
-    # dV/dK are issued (the default since run 17)
+    # fused dK/dV pass: when the Q/dO slot that staged the previous step's dQ partial goes back to
+    # the producer (after a wait for its reduce-add to read it): right after this step's S^T/dP^T
+    # are issued (early), or after its dV/dK are (late). Run 16 (A/B x3): late is -2..-3 % forward+
+    # backward on PMA q128/q192 fill 0.9 and -6..-8 % in 2 of 3 samples at q128 fill 0.5, but
+    # +0..+6 % on self and +1 % on dense B4 H32, so `bwd_config` takes it for broadcast_q only
     dkdv_early_q_release: bool = False
 
     @property
@@ -290,7 +292,7 @@ def bwd_config(head_dim: int, broadcast_q: bool, q_len: int, num_heads: int, num
     atomics of the other mode would not fit."""
     if broadcast_q and 128 < q_len <= 192 and num_heads <= num_sms:
         return BwdConfig(dq_groups=3, dq_regs=160, tile_window=tile_window)
-    return BwdConfig(tile_window=tile_window)
+    return BwdConfig(tile_window=tile_window, dkdv_early_q_release=not broadcast_q)
 
 
 def fuses_dq(cfg: BwdConfig, head_dim: int, broadcast_q: bool, deterministic: bool) -> bool:

@@ -379,8 +379,12 @@ BWD_SWITCHES = {
     # D=128 without the fused dQ: the dq pass, as deterministic=True and D=64 take it (here with its
     # non-deterministic atomics where broadcast_q has more pairs than CTAs)
     "bwd-two-pass": ({"fused_dq": False}, lambda: [c for c in bwd_cases() if c.d == 128]),
-    # the fused pass's Q/dO slot released where run 16 released it (D=128: the fused cases)
-    "bwd-early-q-release": ({"dkdv_early_q_release": True}, lambda: [c for c in bwd_cases() if c.d == 128]),
+    # the fused pass's Q/dO slot released at the other point (bwd_config: early for self/cross,
+    # late for broadcast_q; D=128: the fused cases)
+    "bwd-early-q-release": ({"dkdv_early_q_release": True},
+                            lambda: [c for c in bwd_cases() if c.d == 128 and c.mode == "bcast"]),
+    "bwd-late-q-release": ({"dkdv_early_q_release": False},
+                           lambda: [c for c in bwd_cases() if c.d == 128 and c.mode != "bcast"]),
 }
 
 

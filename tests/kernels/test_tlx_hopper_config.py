@@ -70,3 +70,9 @@ def test_fused_dq_at_d128_needs_a_two_slot_q_ring(slots):
     with pytest.raises(ValueError, match=rf"tlx BwdConfig: fused_dq at head dim 128 needs dkdv_buf_q == 2, "
                                          rf"got {slots}"):
         _check_config(BwdConfig(fused_dq=True, dkdv_buf_q=slots), 128)
+
+
+@pytest.mark.parametrize("broadcast_q,q_len", [(False, 0), (True, 192), (True, 128), (True, 300)])
+def test_q_slot_released_late_for_broadcast_only(broadcast_q, q_len):
+    # run 16: late release -2..-3 % forward+backward on PMA fill 0.9, +0..+6 % on self
+    assert bwd_config(128, broadcast_q, q_len, 4, 132).dkdv_early_q_release == (not broadcast_q)
