@@ -277,6 +277,11 @@ class BwdConfig:
     # backward on PMA q128/q192 fill 0.9 and -6..-8 % in 2 of 3 samples at q128 fill 0.5, but
     # +0..+6 % on self and +1 % on dense B4 H32, so `bwd_config` takes it for broadcast_q only
     dkdv_early_q_release: bool = False
+    # fused dQ without broadcast_q: each CTA runs whole (sequence, KV head) pairs and casts their dQ
+    # rows to the output dtype itself after a pair's last KV block, instead of a cast kernel over
+    # the fp32 dQ after the pass (self fill 0.5: 0.28 ms of 5.4, run 16). Prepared in session 14,
+    # not yet measured; needs enough pairs per SM to balance
+    dkdv_whole_pairs: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -359,8 +364,19 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
 
     # dK, dV: KV-stationary
     num_nb = max(1, triton_cdiv(int(params.max_seq_len_kv), DKDV_BLOCK_N))
-    entries, n_entries = cached_schedule(query_offset, key_offset, B, q_len, num_nb, window, causal,
-                                         broadcast, DKDV_BLOCK_N, DKDV_STEP, kv_stationary=True)
+    whole_pairs = fused_dq and not broadcast and cfg.dkdv_whole_pairs
+    if whole_pairs:  # per-CTA tile lists (pair_start) and the longest one's length (n_entries)
+        entries, n_entries, pair_start = cached_schedule(
+            query_offset, key_offset, B, q_len, num_nb, window, causal, broadcast, DKDV_BLOCK_N,
+            DKDV_STEP, kv_stationary=True, pair_ctas=n_sm, hkv=hkv)
+        dq = torch.empty_like(query)
+        if POISON_OUTPUTS:
+            dq.fill_(float("nan"))
+    else:
+        entries, n_entries = cached_schedule(query_offset, key_offset, B, q_len, num_nb, window,
+                                             causal, broadcast, DKDV_BLOCK_N, DKDV_STEP,
+                                             kv_stationary=True)
+        pair_start, dq = n_entries, dk  # not read
     if cfg.dkdv_tma_store:
         desc_dk, desc_dv = _descriptor(dk, dk.shape[0], 64), _descriptor(dv, dv.shape[0], 64)
     else:
@@ -369,13 +385,15 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     desc_dq = _descriptor(dq_acc, dq_acc.shape[0], 64, d // 2) if fused_dq else desc_q
     jfa_bwd_dkdv_kernel[(n_sm,)](
         desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv, desc_dq, dk, dv, lse, delta, q_off,
-        key_offset, entries, n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out,
+        key_offset, entries, n_entries, pair_start, dq, dq_acc, scale, win, B, hkv, hq // hkv, q_len,
+        num_nb, total_out,
         cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, num_warps=4, num_stages=1)
+        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, WHOLE_PAIRS=whole_pairs,
+        num_warps=4, num_stages=1)
     if fused_dq:
-        return dq_acc.to(query.dtype), dk, dv
+        return (dq if whole_pairs else dq_acc.to(query.dtype)), dk, dv
 
     # dQ: Q-stationary (the forward's schedule shape)
     bm = cfg.dq_block_m
