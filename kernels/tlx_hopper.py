@@ -279,7 +279,8 @@ class BwdConfig:
     dkdv_early_q_release: bool = False
     # fused dQ without broadcast_q: each CTA runs whole (sequence, KV head) pairs and casts their dQ
     # rows to the output dtype itself after a pair's last KV block, instead of a cast kernel over
-    # the fp32 dQ after the pass (self fill 0.5: 0.28 ms of 5.4, run 16). Prepared in session 14,
+    # the fp32 dQ after the pass (self fill 0.5: 0.28 ms of 5.4, run 16); it also zeroes them at
+    # the pair's first block instead of the preprocess kernel (~0.2 ms). Prepared in session 14,
     # not yet measured; needs enough pairs per SM to balance
     dkdv_whole_pairs: bool = False
 
@@ -344,14 +345,17 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     causal = bool(params.causal)
 
     fused_dq = fuses_dq(cfg, d, broadcast, bool(params.deterministic))
+    whole_pairs = fused_dq and not broadcast and cfg.dkdv_whole_pairs
     delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
     # fused: fp32 dQ, zeroed by the preprocess kernel where its rows are the output rows
-    # (self/cross); broadcast_q's q_len rows are few
-    zero_in_preprocess = fused_dq and not broadcast
+    # (self/cross; whole pairs: by the dK/dV pass, pair by pair); broadcast_q's q_len rows are few
+    zero_in_preprocess = fused_dq and not broadcast and not whole_pairs
     dq_acc = delta  # not written without fused_dq
     if fused_dq:
-        dq_acc = (torch.empty if zero_in_preprocess else torch.zeros)(
+        dq_acc = (torch.zeros if broadcast else torch.empty)(
             query.shape, device=query.device, dtype=torch.float32)
+        if whole_pairs and POISON_OUTPUTS:
+            dq_acc.fill_(float("nan"))  # a row the pass forgot to zero would show
     _jfa_bwd_preprocess_kernel[(triton_cdiv(total_out, 64), hq)](
         out, grad_out, delta, dq_acc, total_out, hq, HEAD_DIM=d, BLOCK_R=64,
         ZERO_DQ=zero_in_preprocess, num_warps=4)
@@ -364,7 +368,6 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
 
     # dK, dV: KV-stationary
     num_nb = max(1, triton_cdiv(int(params.max_seq_len_kv), DKDV_BLOCK_N))
-    whole_pairs = fused_dq and not broadcast and cfg.dkdv_whole_pairs
     if whole_pairs:  # per-CTA tile lists (pair_start) and the longest one's length (n_entries)
         entries, n_entries, pair_start = cached_schedule(
             query_offset, key_offset, B, q_len, num_nb, window, causal, broadcast, DKDV_BLOCK_N,

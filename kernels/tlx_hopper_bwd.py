@@ -31,8 +31,9 @@ same q_len rows (fp32, L2-resident).
 
 WHOLE_PAIRS (`BwdConfig.dkdv_whole_pairs`, FUSED_DQ without broadcast_q): each CTA runs whole
 (sequence, KV head) pairs (`tlx_schedule.build_pair_schedule`), so after a pair's last KV block
-its consumers wait for their reduce-adds to land and cast the pair's dQ rows themselves: no cast
-kernel over the whole fp32 dQ after the pass.
+its consumers wait for their reduce-adds to land and cast the pair's dQ rows themselves (and zero
+them at its first block): no cast kernel over the whole fp32 dQ after the pass, no zeroing in the
+preprocess kernel.
 
 Row statistics: pass 1's producer loads each query step's LSE/delta and stores them beside the
 step's Q/dO slot, so pass 1's consumers issue no global loads (run 16: loaded by the consumers,
@@ -58,7 +59,7 @@ LOG2E = tl.constexpr(1.4426950408889634)
 # FUSED_DQ dK/dV pass: the two consumers' rendezvous per query step (named barriers, 256 threads)
 DS_READY_BAR = tl.constexpr(9)   # both dS^T halves are in shared memory
 STEP_DONE_BAR = tl.constexpr(10)  # both consumers' wgmmas of the step finished
-PAIR_DONE_BAR = tl.constexpr(11)  # WHOLE_PAIRS: both consumers' dQ reduce-adds of a pair landed
+PAIR_BAR = tl.constexpr(11)  # WHOLE_PAIRS: both consumers at a pair's start (dQ rows zeroed) or end
 
 
 @triton.jit
@@ -169,6 +170,37 @@ def _bulk_writes_landed(x):
 
 
 @triton.jit
+def _pair_dq_rows(c, row_chunks, q_row0, qlen, hk, G, H, HEAD_DIM: tl.constexpr,
+                  ROWS: tl.constexpr):
+    """(offsets, row mask) of chunk c of a pair's dQ rows: head hk*G + c // row_chunks, ROWS rows."""
+    h = hk * G + c // row_chunks
+    rows = (c % row_chunks) * ROWS + tl.arange(0, ROWS)
+    offs = ((q_row0 + rows).to(tl.int64)[:, None] * (H * HEAD_DIM) + h * HEAD_DIM
+            + tl.arange(0, HEAD_DIM)[None, :])
+    return offs, (rows < qlen)[:, None]
+
+
+@triton.jit
+def _proxy_fence_global(x):
+    """x, after this thread's generic global writes are ordered before later bulk (TMA) ops."""
+    return tl.inline_asm_elementwise("fence.proxy.async.global;\n\tmov.u32 $0, $1;", "=r,r", [x],
+                                     dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _zero_pair_dq(dq_acc_ptr, q_row0, qlen, hk, G, H, cid: tl.constexpr, HEAD_DIM: tl.constexpr,
+                  ROWS: tl.constexpr):
+    """WHOLE_PAIRS: zero the fp32 dQ rows of a pair before its first reduce-add (the pair's
+    CTA is their only writer but for exact-zero adds, which commute with this)."""
+    row_chunks = (qlen + ROWS - 1) // ROWS
+    for c in range(cid, G * row_chunks, 2):  # the two consumers take alternate chunks
+        offs, ok = _pair_dq_rows(c, row_chunks, q_row0, qlen, hk, G, H, HEAD_DIM, ROWS)
+        tl.store(dq_acc_ptr + offs, tl.zeros([ROWS, HEAD_DIM], dtype=tl.float32), mask=ok)
+    _proxy_fence_global(row_chunks)
+    tlx.named_barrier_wait(PAIR_BAR, 256)
+
+
+@triton.jit
 def _cast_pair_dq(dq_acc_ptr, dq_out_ptr, q_row0, qlen, hk, G, H, cid: tl.constexpr,
                   HEAD_DIM: tl.constexpr, ROWS: tl.constexpr):
     """WHOLE_PAIRS: the fp32 dQ rows of a (sequence, KV head) pair to the output dtype, after both
@@ -176,13 +208,9 @@ def _cast_pair_dq(dq_acc_ptr, dq_out_ptr, q_row0, qlen, hk, G, H, cid: tl.conste
     pair's last query step may still add exact zeros into the first rows: nothing changes.)"""
     row_chunks = (qlen + ROWS - 1) // ROWS
     n_chunks = _bulk_writes_landed(G * row_chunks)
-    tlx.named_barrier_wait(PAIR_DONE_BAR, 256)
-    cols = tl.arange(0, HEAD_DIM)
+    tlx.named_barrier_wait(PAIR_BAR, 256)
     for c in range(cid, n_chunks, 2):  # the two consumers take alternate chunks
-        h = hk * G + c // row_chunks
-        rows = (c % row_chunks) * ROWS + tl.arange(0, ROWS)
-        offs = (q_row0 + rows).to(tl.int64)[:, None] * (H * HEAD_DIM) + h * HEAD_DIM + cols[None, :]
-        ok = (rows < qlen)[:, None]
+        offs, ok = _pair_dq_rows(c, row_chunks, q_row0, qlen, hk, G, H, HEAD_DIM, ROWS)
         x = tl.load(dq_acc_ptr + offs, mask=ok, other=0.0, cache_modifier=".cg")  # not via L1
         tl.store(dq_out_ptr + offs, x.to(dq_out_ptr.dtype.element_ty), mask=ok)
 
@@ -312,6 +340,9 @@ def jfa_bwd_dkdv_kernel(
                     qlo, nsteps = q_block_range(n0, klen, qlen, window, CAUSAL, HAS_WINDOW,
                                                 BLOCK_N, BLOCK_MQ)
                     kv_pos = n0 + cid * HALF + tl.arange(0, HALF)   # this warpgroup's key rows
+                    if WHOLE_PAIRS:
+                        if nb == 0:  # a pair's first tile
+                            _zero_pair_dq(dq_acc_ptr, q_row0, qlen, hk, G, HKV * G, cid, HEAD_DIM, 32)
                     dk = tl.zeros([HALF, HEAD_DIM], dtype=tl.float32)
                     dv = tl.zeros([HALF, HEAD_DIM], dtype=tl.float32)
                     # A TMA store cannot stop at klen: only halves with every row in the sequence
