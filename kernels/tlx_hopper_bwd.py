@@ -160,16 +160,6 @@ def _dkdv_tile_at(it, pid, n_prog, tile_entry, pair_start, n_tiles, B, HKV, NUM_
 
 
 @triton.jit
-def _bulk_writes_landed(x):
-    """x, once every bulk (TMA) store and reduce-add this thread issued has written global memory
-    (`store_wait`'s `.read` form only waits for their shared-memory reads) and those writes are
-    ordered before the thread's generic accesses."""
-    return tl.inline_asm_elementwise("cp.async.bulk.wait_group 0;\n\tfence.proxy.async.global;\n\t"
-                                     "mov.u32 $0, $1;", "=r,r", [x], dtype=tl.int32,
-                                     is_pure=False, pack=1)
-
-
-@triton.jit
 def _pair_dq_rows(c, row_chunks, q_row0, qlen, hk, G, H, HEAD_DIM: tl.constexpr,
                   ROWS: tl.constexpr):
     """(offsets, row mask) of chunk c of a pair's dQ rows: head hk*G + c // row_chunks, ROWS rows."""
@@ -182,9 +172,20 @@ def _pair_dq_rows(c, row_chunks, q_row0, qlen, hk, G, H, HEAD_DIM: tl.constexpr,
 
 @triton.jit
 def _proxy_fence_global(x):
-    """x, after this thread's generic global writes are ordered before later bulk (TMA) ops."""
+    """x, after this thread's global writes so far and its later accesses are ordered across the
+    generic and the bulk (TMA) proxies."""
     return tl.inline_asm_elementwise("fence.proxy.async.global;\n\tmov.u32 $0, $1;", "=r,r", [x],
                                      dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _bulk_writes_landed(x):
+    """x, once every bulk (TMA) store and reduce-add this thread issued has written global memory
+    (`store_wait`'s `.read` form only waits for their shared-memory reads) and those writes are
+    ordered before the thread's generic accesses."""
+    x = tl.inline_asm_elementwise("cp.async.bulk.wait_group 0;\n\tmov.u32 $0, $1;", "=r,r", [x],
+                                  dtype=tl.int32, is_pure=False, pack=1)
+    return _proxy_fence_global(x)
 
 
 @triton.jit
@@ -270,10 +271,11 @@ def jfa_bwd_dkdv_kernel(
         # consumer c's fp32 dQ partial [64 queries, D/2 columns] is staged over the step's Q tile
         # (c = 0) or dO tile (c = 1): the same bytes, free once both consumers' wgmmas finished
         dq_stage = tlx.local_alloc((BLOCK_MQ, DQ_COLS), tl.float32, 2 * NUM_BUF_Q, reuse=qdo_tiles)
-    n_tiles = tl.load(n_entries) * HKV
-    n_iter = n_iterations(n_tiles, n_prog, B, 1, False)
+    n_tiles = tl.load(n_entries) * HKV  # (not read with WHOLE_PAIRS)
     if WHOLE_PAIRS:
         n_iter = tl.load(n_entries)  # the longest CTA tile list
+    else:
+        n_iter = n_iterations(n_tiles, n_prog, B, 1, False)
 
     with tlx.async_tasks():
         # ---- producer: K/V halves per tile, Q/dO per step -----------------------------------

@@ -348,34 +348,29 @@ def cached_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
     write reused buffers without a version bump), for inference tensors (no version counter), and
     while a CUDA graph is being captured (the build must be part of every replay).
     """
-    config = (B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n, kv_stationary)
     if pair_ctas:
-        config = ("pairs", B, hkv, num_mb, pair_ctas, block_m, block_n)
+        build, config = build_pair_schedule, (B, hkv, num_mb, pair_ctas, block_m, block_n)
+    else:
+        build = build_schedule
+        config = (B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n, kv_stationary)
     versions = (tracked_version(k_off), 0 if q_off is None else tracked_version(q_off))
     if (not offsets_versioned() or None in versions
             or (k_off.is_cuda and torch.cuda.is_current_stream_capturing())):
-        return _build(q_off, k_off, config)
+        return build(q_off, k_off, *config)
     per_offsets = _SCHEDULES.get(k_off)
     if per_offsets is None:
         per_offsets = _SCHEDULES[k_off] = {}
-    key = (None if q_off is None else id(q_off), config)
+    key = (None if q_off is None else id(q_off), build, config)
     hit = per_offsets.get(key)
     if hit is not None:
         q_ref, seen_versions, schedule = hit
         if (q_ref is None or q_ref() is q_off) and seen_versions == versions:
             return schedule
-    schedule = _build(q_off, k_off, config)
+    schedule = build(q_off, k_off, *config)
     for stale in [k for k, (ref, _, _) in per_offsets.items() if ref is not None and ref() is None]:
         del per_offsets[stale]  # query offsets that died (e.g. a per-call arange) while k_off lives
     per_offsets[key] = (None if q_off is None else weakref.ref(q_off), versions, schedule)
     return schedule
-
-
-def _build(q_off, k_off, config):
-    if config[0] == "pairs":
-        _, B, hkv, num_nb, n_prog, block_n, step_rows = config
-        return build_pair_schedule(q_off, k_off, B, hkv, num_nb, n_prog, block_n, step_rows)
-    return build_schedule(q_off, k_off, *config)
 
 
 def clear_schedule_cache() -> None:

@@ -257,15 +257,16 @@ def test_schedule_order_heaviest_first_both_builders(bcast, max_len):
 
 
 def _pair_lists(q_lens, k_lens, hkv, n_prog, block_n=128, step_rows=64):
-    """Each CTA's (b, hk, nb) tiles from `build_pair_schedule`, and the builder's n_iter."""
+    """Each CTA's (b, hk, nb) tiles from `build_pair_schedule`, the builder's n_iter, the number of
+    KV blocks per pair slot, and the builder's (tiles, cta_start) tensors."""
     off = lambda ls: torch.tensor([0] + ls).cumsum(0).to(DEVICE, torch.int32)
     num_nb = max(1, triton.cdiv(max(k_lens), block_n))
     tiles, n_iter, start = build_pair_schedule(off(q_lens), off(k_lens), len(k_lens), hkv, num_nb,
                                                n_prog, block_n, step_rows)
-    tiles, start = tiles.cpu().tolist(), start.cpu().tolist()
-    per_cta = [[(t // num_nb // hkv, t // num_nb % hkv, t % num_nb) for t in tiles[start[p]:start[p + 1]]]
+    flat, bounds = tiles.cpu().tolist(), start.cpu().tolist()
+    per_cta = [[(t // num_nb // hkv, t // num_nb % hkv, t % num_nb) for t in flat[bounds[p]:bounds[p + 1]]]
                for p in range(n_prog)]
-    return per_cta, int(n_iter), num_nb
+    return per_cta, int(n_iter), num_nb, (tiles, start)
 
 
 @pytest.mark.parametrize("n_prog", [1, 3, 7])
@@ -276,7 +277,7 @@ def test_pair_schedule_keeps_each_pair_on_one_cta_in_block_order(n_prog, hkv):
     k_lens = torch.randint(0, 600, (B,), generator=g).tolist()
     q_lens = torch.randint(0, 300, (B,), generator=g).tolist()
     k_lens[0], q_lens[1], k_lens[2], q_lens[2], k_lens[3], q_lens[3] = 0, 0, 0, 0, 128, 1
-    per_cta, n_iter, _ = _pair_lists(q_lens, k_lens, hkv, n_prog)
+    per_cta, n_iter, _, _ = _pair_lists(q_lens, k_lens, hkv, n_prog)
     assert n_iter == max(len(c) for c in per_cta)
     owner, steps_of = {}, {}
     for p, tiles in enumerate(per_cta):
@@ -316,10 +317,7 @@ def _pair_probe_kernel(tiles, cta_start, rec, HKV, NUM_NB, MAX_IT):
 @needs_new_interpreter
 def test_pair_tile_at_walks_the_builders_lists():
     q_lens, k_lens, hkv, n_prog = [5, 0, 300, 64, 0, 129], [7, 130, 0, 257, 0, 128], 2, 4
-    per_cta, n_iter, num_nb = _pair_lists(q_lens, k_lens, hkv, n_prog)
-    off = lambda ls: torch.tensor([0] + ls).cumsum(0).to(DEVICE, torch.int32)
-    tiles, _, start = build_pair_schedule(off(q_lens), off(k_lens), len(k_lens), hkv, num_nb,
-                                          n_prog, 128, 64)
+    per_cta, n_iter, num_nb, (tiles, start) = _pair_lists(q_lens, k_lens, hkv, n_prog)
     max_it = n_iter + 2  # two iterations past every list: invalid
     rec = torch.full((n_prog * max_it * 4,), -1, dtype=torch.int32, device=DEVICE)
     _pair_probe_kernel[(n_prog,)](tiles, start, rec, hkv, num_nb, max_it)
