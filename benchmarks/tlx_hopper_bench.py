@@ -41,6 +41,7 @@ import json
 import math
 import os
 import sys
+import time
 
 import torch
 import triton
@@ -288,10 +289,13 @@ def main():
     for sh in shapes():
         if args.only not in sh["name"]:
             continue
+        started = time.time()
         try:
             row = run_shape(sh, args.bwd, tut, args.graph)
         except Exception as exc:
             row = dict(name=sh["name"], error=f"{type(exc).__name__}: {str(exc)[:300]}")
+        # wall-clock span of the row (Unix s), to line its times up with a GPU clock/power log
+        row.update(t_start=round(started, 2), t_end=round(time.time(), 2))
         print(json.dumps(row), flush=True)
         rows.append(row)
         if args.out:

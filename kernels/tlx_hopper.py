@@ -277,12 +277,6 @@ class BwdConfig:
     # backward on PMA q128/q192 fill 0.9 and -6..-8 % in 2 of 3 samples at q128 fill 0.5, but
     # +0..+6 % on self and +1 % on dense B4 H32, so `bwd_config` takes it for broadcast_q only
     dkdv_early_q_release: bool = False
-    # fused dQ without broadcast_q: each CTA runs whole (sequence, KV head) pairs and casts their dQ
-    # rows to the output dtype itself after a pair's last KV block, instead of a cast kernel over
-    # the fp32 dQ after the pass (self fill 0.5: 0.28 ms of 5.4, run 16); it also zeroes them at
-    # the pair's first block instead of the preprocess kernel (~0.2 ms). Prepared in session 14,
-    # not yet measured; needs enough pairs per SM to balance
-    dkdv_whole_pairs: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -345,17 +339,14 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     causal = bool(params.causal)
 
     fused_dq = fuses_dq(cfg, d, broadcast, bool(params.deterministic))
-    whole_pairs = fused_dq and not broadcast and cfg.dkdv_whole_pairs
     delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
     # fused: fp32 dQ, zeroed by the preprocess kernel where its rows are the output rows
-    # (self/cross; whole pairs: by the dK/dV pass, pair by pair); broadcast_q's q_len rows are few
-    zero_in_preprocess = fused_dq and not broadcast and not whole_pairs
+    # (self/cross); broadcast_q's q_len rows are few
+    zero_in_preprocess = fused_dq and not broadcast
     dq_acc = delta  # not written without fused_dq
     if fused_dq:
-        dq_acc = (torch.zeros if broadcast else torch.empty)(
+        dq_acc = (torch.empty if zero_in_preprocess else torch.zeros)(
             query.shape, device=query.device, dtype=torch.float32)
-        if whole_pairs and POISON_OUTPUTS:
-            dq_acc.fill_(float("nan"))  # a row the pass forgot to zero would show
     _jfa_bwd_preprocess_kernel[(triton_cdiv(total_out, 64), hq)](
         out, grad_out, delta, dq_acc, total_out, hq, HEAD_DIM=d, BLOCK_R=64,
         ZERO_DQ=zero_in_preprocess, num_warps=4)
@@ -368,18 +359,8 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
 
     # dK, dV: KV-stationary
     num_nb = max(1, triton_cdiv(int(params.max_seq_len_kv), DKDV_BLOCK_N))
-    if whole_pairs:  # per-CTA tile lists (pair_start) and the longest one's length (n_entries)
-        entries, n_entries, pair_start = cached_schedule(
-            query_offset, key_offset, B, q_len, num_nb, window, causal, broadcast, DKDV_BLOCK_N,
-            DKDV_STEP, kv_stationary=True, pair_ctas=n_sm, hkv=hkv)
-        dq = torch.empty_like(query)
-        if POISON_OUTPUTS:
-            dq.fill_(float("nan"))
-    else:
-        entries, n_entries = cached_schedule(query_offset, key_offset, B, q_len, num_nb, window,
-                                             causal, broadcast, DKDV_BLOCK_N, DKDV_STEP,
-                                             kv_stationary=True)
-        pair_start, dq = n_entries, dk  # not read
+    entries, n_entries = cached_schedule(query_offset, key_offset, B, q_len, num_nb, window, causal,
+                                         broadcast, DKDV_BLOCK_N, DKDV_STEP, kv_stationary=True)
     if cfg.dkdv_tma_store:
         desc_dk, desc_dv = _descriptor(dk, dk.shape[0], 64), _descriptor(dv, dv.shape[0], 64)
     else:
@@ -388,15 +369,13 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     desc_dq = _descriptor(dq_acc, dq_acc.shape[0], 64, d // 2) if fused_dq else desc_q
     jfa_bwd_dkdv_kernel[(n_sm,)](
         desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv, desc_dq, dk, dv, lse, delta, q_off,
-        key_offset, entries, n_entries, pair_start, dq, dq_acc, scale, win, B, hkv, hq // hkv, q_len,
-        num_nb, total_out,
+        key_offset, entries, n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out,
         cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, WHOLE_PAIRS=whole_pairs,
-        num_warps=4, num_stages=1)
+        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, num_warps=4, num_stages=1)
     if fused_dq:
-        return (dq if whole_pairs else dq_acc.to(query.dtype)), dk, dv
+        return dq_acc.to(query.dtype), dk, dv
 
     # dQ: Q-stationary (the forward's schedule shape)
     bm = cfg.dq_block_m

@@ -29,12 +29,6 @@ over the step's Q (c = 0) or dO (c = 1) tile and reduce-adds it into an fp32 dQ 
 read it. Keys past klen get P = 0 (their dS would reach dQ). broadcast_q: every tile adds into the
 same q_len rows (fp32, L2-resident).
 
-WHOLE_PAIRS (`BwdConfig.dkdv_whole_pairs`, FUSED_DQ without broadcast_q): each CTA runs whole
-(sequence, KV head) pairs (`tlx_schedule.build_pair_schedule`), so after a pair's last KV block
-its consumers wait for their reduce-adds to land and cast the pair's dQ rows themselves (and zero
-them at its first block): no cast kernel over the whole fp32 dQ after the pass, no zeroing in the
-preprocess kernel.
-
 Row statistics: pass 1's producer loads each query step's LSE/delta and stores them beside the
 step's Q/dO slot, so pass 1's consumers issue no global loads (run 16: loaded by the consumers,
 in the step or a step ahead, they stalled the step's math; the producer waits for them off the
@@ -52,14 +46,13 @@ import triton.language as tl
 import triton.language.extra.tlx as tlx
 
 from kernels.tlx_hopper_fwd import _bufidx_phase
-from kernels.tlx_schedule import (kv_block_range, n_iterations, pair_tile_at, q_block_range,
-                                  seq_bounds, tile_at)
+from kernels.tlx_schedule import (kv_block_range, n_iterations, q_block_range, seq_bounds,
+                                  tile_at)
 
 LOG2E = tl.constexpr(1.4426950408889634)
 # FUSED_DQ dK/dV pass: the two consumers' rendezvous per query step (named barriers, 256 threads)
 DS_READY_BAR = tl.constexpr(9)   # both dS^T halves are in shared memory
 STEP_DONE_BAR = tl.constexpr(10)  # both consumers' wgmmas of the step finished
-PAIR_BAR = tl.constexpr(11)  # WHOLE_PAIRS: both consumers at a pair's start (dQ rows zeroed) or end
 
 
 @triton.jit
@@ -148,75 +141,6 @@ def _opaque(x):
 
 
 @triton.jit
-def _dkdv_tile_at(it, pid, n_prog, tile_entry, pair_start, n_tiles, B, HKV, NUM_NB, tile_window,
-                  WHOLE_PAIRS: tl.constexpr):
-    """(valid, b, hk, nb) of the it-th tile of CTA pid (producer and consumers)."""
-    if WHOLE_PAIRS:
-        valid, b, hk, nb = pair_tile_at(it, pid, tile_entry, pair_start, HKV, NUM_NB)
-    else:
-        valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB, 1,
-                                   tile_window, False)
-    return valid, b, hk, nb
-
-
-@triton.jit
-def _pair_dq_rows(c, row_chunks, q_row0, qlen, hk, G, H, HEAD_DIM: tl.constexpr,
-                  ROWS: tl.constexpr):
-    """(offsets, row mask) of chunk c of a pair's dQ rows: head hk*G + c // row_chunks, ROWS rows."""
-    h = hk * G + c // row_chunks
-    rows = (c % row_chunks) * ROWS + tl.arange(0, ROWS)
-    offs = ((q_row0 + rows).to(tl.int64)[:, None] * (H * HEAD_DIM) + h * HEAD_DIM
-            + tl.arange(0, HEAD_DIM)[None, :])
-    return offs, (rows < qlen)[:, None]
-
-
-@triton.jit
-def _proxy_fence_global(x):
-    """x, after this thread's global writes so far and its later accesses are ordered across the
-    generic and the bulk (TMA) proxies."""
-    return tl.inline_asm_elementwise("fence.proxy.async.global;\n\tmov.u32 $0, $1;", "=r,r", [x],
-                                     dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
-def _bulk_writes_landed(x):
-    """x, once every bulk (TMA) store and reduce-add this thread issued has written global memory
-    (`store_wait`'s `.read` form only waits for their shared-memory reads) and those writes are
-    ordered before the thread's generic accesses."""
-    x = tl.inline_asm_elementwise("cp.async.bulk.wait_group 0;\n\tmov.u32 $0, $1;", "=r,r", [x],
-                                  dtype=tl.int32, is_pure=False, pack=1)
-    return _proxy_fence_global(x)
-
-
-@triton.jit
-def _zero_pair_dq(dq_acc_ptr, q_row0, qlen, hk, G, H, cid: tl.constexpr, HEAD_DIM: tl.constexpr,
-                  ROWS: tl.constexpr):
-    """WHOLE_PAIRS: zero the fp32 dQ rows of a pair before its first reduce-add (the pair's
-    CTA is their only writer but for exact-zero adds, which commute with this)."""
-    row_chunks = (qlen + ROWS - 1) // ROWS
-    for c in range(cid, G * row_chunks, 2):  # the two consumers take alternate chunks
-        offs, ok = _pair_dq_rows(c, row_chunks, q_row0, qlen, hk, G, H, HEAD_DIM, ROWS)
-        tl.store(dq_acc_ptr + offs, tl.zeros([ROWS, HEAD_DIM], dtype=tl.float32), mask=ok)
-    _proxy_fence_global(row_chunks)
-    tlx.named_barrier_wait(PAIR_BAR, 256)
-
-
-@triton.jit
-def _cast_pair_dq(dq_acc_ptr, dq_out_ptr, q_row0, qlen, hk, G, H, cid: tl.constexpr,
-                  HEAD_DIM: tl.constexpr, ROWS: tl.constexpr):
-    """WHOLE_PAIRS: the fp32 dQ rows of a (sequence, KV head) pair to the output dtype, after both
-    consumers of this CTA, the pair's only contributors, drained their reduce-adds. (Another
-    pair's last query step may still add exact zeros into the first rows: nothing changes.)"""
-    row_chunks = (qlen + ROWS - 1) // ROWS
-    n_chunks = _bulk_writes_landed(G * row_chunks)
-    tlx.named_barrier_wait(PAIR_BAR, 256)
-    for c in range(cid, n_chunks, 2):  # the two consumers take alternate chunks
-        offs, ok = _pair_dq_rows(c, row_chunks, q_row0, qlen, hk, G, H, HEAD_DIM, ROWS)
-        x = tl.load(dq_acc_ptr + offs, mask=ok, other=0.0, cache_modifier=".cg")  # not via L1
-        tl.store(dq_out_ptr + offs, x.to(dq_out_ptr.dtype.element_ty), mask=ok)
-
-
-@triton.jit
 def _release_held_q_slot(q_empties, held_q):
     """FUSED_DQ: give the Q/dO slot (held_q >= 0) that staged the previous step's dQ partial back
     to the producer once its TMA reduce-add has read it; returns the new held slot (-1)."""
@@ -233,12 +157,10 @@ def jfa_bwd_dkdv_kernel(
     desc_dq,                           # FUSED_DQ: TMA reduce-add target, fp32 dQ [rows_q, Hq*D],
                                        #   box [64, D/2]
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, q_off, k_off, tile_entry, n_entries,
-    pair_start, dq_out_ptr, dq_acc_ptr,  # WHOLE_PAIRS: CTA tile lists; dQ output and fp32 dQ
     sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out, tile_window,
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, EARLY_Q_RELEASE: tl.constexpr,
-    WHOLE_PAIRS: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -271,11 +193,8 @@ def jfa_bwd_dkdv_kernel(
         # consumer c's fp32 dQ partial [64 queries, D/2 columns] is staged over the step's Q tile
         # (c = 0) or dO tile (c = 1): the same bytes, free once both consumers' wgmmas finished
         dq_stage = tlx.local_alloc((BLOCK_MQ, DQ_COLS), tl.float32, 2 * NUM_BUF_Q, reuse=qdo_tiles)
-    n_tiles = tl.load(n_entries) * HKV  # (not read with WHOLE_PAIRS)
-    if WHOLE_PAIRS:
-        n_iter = tl.load(n_entries)  # the longest CTA tile list
-    else:
-        n_iter = n_iterations(n_tiles, n_prog, B, 1, False)
+    n_tiles = tl.load(n_entries) * HKV
+    n_iter = n_iterations(n_tiles, n_prog, B, 1, False)
 
     with tlx.async_tasks():
         # ---- producer: K/V halves per tile, Q/dO per step -----------------------------------
@@ -283,8 +202,8 @@ def jfa_bwd_dkdv_kernel(
             cnt_kv = 0
             cnt_q = 0
             for it in range(0, n_iter):
-                valid, b, hk, nb = _dkdv_tile_at(it, pid, n_prog, tile_entry, pair_start, n_tiles,
-                                                 B, HKV, NUM_NB, tile_window, WHOLE_PAIRS)
+                valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB,
+                                           1, tile_window, False)
                 if valid:
                     q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
                                                                        BROADCAST_Q)
@@ -333,8 +252,8 @@ def jfa_bwd_dkdv_kernel(
             held_slot = -1
             held_q = -1  # FUSED_DQ: likewise the Q/dO slot a dQ reduce-add is still reading
             for it in range(0, n_iter):
-                valid, b, hk, nb = _dkdv_tile_at(it, pid, n_prog, tile_entry, pair_start, n_tiles,
-                                                 B, HKV, NUM_NB, tile_window, WHOLE_PAIRS)
+                valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB,
+                                           1, tile_window, False)
                 if valid:
                     q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
                                                                        BROADCAST_Q)
@@ -342,9 +261,6 @@ def jfa_bwd_dkdv_kernel(
                     qlo, nsteps = q_block_range(n0, klen, qlen, window, CAUSAL, HAS_WINDOW,
                                                 BLOCK_N, BLOCK_MQ)
                     kv_pos = n0 + cid * HALF + tl.arange(0, HALF)   # this warpgroup's key rows
-                    if WHOLE_PAIRS:
-                        if nb == 0:  # a pair's first tile
-                            _zero_pair_dq(dq_acc_ptr, q_row0, qlen, hk, G, HKV * G, cid, HEAD_DIM, 32)
                     dk = tl.zeros([HALF, HEAD_DIM], dtype=tl.float32)
                     dv = tl.zeros([HALF, HEAD_DIM], dtype=tl.float32)
                     # A TMA store cannot stop at klen: only halves with every row in the sequence
@@ -455,10 +371,6 @@ def jfa_bwd_dkdv_kernel(
                         zero = tl.zeros([HALF, HEAD_DIM], dtype=dtype)
                         _store_kv_rows(dk_ptr, dv_ptr, zero, zero, n0 + cid * HALF, klen, kv_row0,
                                        hk, HKV, HEAD_DIM, HALF)
-                    if WHOLE_PAIRS:
-                        if nb == tl.maximum((klen + BLOCK_N - 1) // BLOCK_N, 1) - 1:  # its last
-                            _cast_pair_dq(dq_acc_ptr, dq_out_ptr, q_row0, qlen, hk, G, HKV * G, cid,
-                                          HEAD_DIM, 32)
             if TMA_EPILOGUE or FUSED_DQ:
                 tlx.async_descriptor_store_wait(0)  # the last stores finish before the CTA exits
 

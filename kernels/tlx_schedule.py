@@ -35,11 +35,6 @@ Two ways to deal the sorted tiles over the persistent CTAs (`tile_at`):
 - resident (broadcast_q, H*NUM_MB <= #CTAs): CTA p owns one (head, q-block) pair for the whole
   launch and walks that q-block's batches heaviest first, zigzag over the CTAs of its pair, so the
   Q tile is loaded once and stays in shared memory.
-
-Whole pairs (`build_pair_schedule`, the KV-stationary dK/dV pass with its dQ cast in the kernel):
-the (sequence, KV head) pairs heaviest first are dealt zigzag over the CTAs, and a CTA runs each of
-its pairs' KV blocks in a row (`pair_tile_at`), so every dQ contribution of a pair comes from one
-CTA, which can cast the pair's dQ rows after its last block.
 """
 
 from __future__ import annotations
@@ -167,16 +162,6 @@ def tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair, t
 
 
 @triton.jit
-def pair_tile_at(it, pid, tiles, cta_start, HKV, NUM_NB):
-    """(valid, b, hk, nb) of the it-th tile of CTA pid in a `build_pair_schedule` order."""
-    start = tl.load(cta_start + pid)
-    valid = start + it < tl.load(cta_start + pid + 1)
-    t = tl.load(tiles + start + it, mask=valid, other=0)
-    pair = t // NUM_NB
-    return valid, pair // HKV, pair % HKV, t % NUM_NB
-
-
-@triton.jit
 def n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT: tl.constexpr):
     """Persistent-loop trip count of every CTA (the same for every warp role)."""
     if RESIDENT:
@@ -273,40 +258,6 @@ def _schedule_torch(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
     return tile_entry, n_entries
 
 
-def build_pair_schedule(q_off, k_off, B, hkv, num_nb, n_prog, block_n, step_rows):
-    """Tiles of the KV-stationary pass grouped by (sequence, KV head) pair, for `pair_tile_at`.
-
-    A pair has one tile per KV block of block_n rows (klen > 0) or, when klen == 0 < qlen, one
-    tile nb=0 without query steps (its dQ rows still get cast). Pairs are ranked by their query
-    steps (ties in pair order) and rank r goes to CTA zigzag(r); each CTA's tiles are its pairs
-    in rank order, each pair's blocks ascending. Returns (tiles int32 [B*hkv*num_nb], tile =
-    (b*hkv + hk)*num_nb + nb, CTA p's at tiles[cta_start[p]:cta_start[p+1]]; n_iter int32 [1],
-    the longest CTA list; cta_start int32 [n_prog+1]), built with torch ops, no host sync."""
-    dev = k_off.device
-    q_off = k_off if q_off is None else q_off  # self-attention passes only the key offsets
-    n_pairs = B * hkv
-    b = torch.arange(n_pairs, device=dev) // hkv
-    klen = (k_off[1:] - k_off[:-1]).to(torch.int64)[b]
-    qlen = (q_off[1:] - q_off[:-1]).to(torch.int64)[b]
-    n_blocks = (klen + block_n - 1) // block_n
-    n_tiles = torch.where(qlen > 0, n_blocks.clamp(min=1), n_blocks)
-    steps = n_tiles * ((qlen + step_rows - 1) // step_rows)
-    rank = torch.empty_like(steps)
-    rank[torch.sort(-steps, stable=True).indices] = torch.arange(n_pairs, device=dev)
-    rnd, pos = rank // n_prog, rank % n_prog
-    cta = torch.where(rnd % 2 == 0, pos, n_prog - 1 - pos)
-    t = torch.arange(n_pairs * num_nb, device=dev)
-    tp, nb = t // num_nb, t % num_nb
-    valid = nb < n_tiles[tp]
-    key = torch.where(valid, (cta[tp] * n_pairs + rank[tp]) * num_nb + nb,
-                      torch.iinfo(torch.int64).max)
-    tiles = t[torch.sort(key).indices].to(torch.int32)
-    counts = torch.zeros(n_prog, device=dev, dtype=torch.int64).scatter_add_(0, cta[tp],
-                                                                          valid.to(torch.int64))
-    cta_start = torch.cat([counts.new_zeros(1), counts.cumsum(0)]).to(torch.int32)
-    return tiles, counts.max().reshape(1).to(torch.int32), cta_start
-
-
 def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n,
                    kv_stationary=False, use_torch=False):
     """Sorted tile entries (int32 [B*num_mb]) and their count (int32 [1]), on the device.
@@ -334,10 +285,8 @@ _SCHEDULES: WeakIdKeyDictionary = WeakIdKeyDictionary()
 
 
 def cached_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n,
-                    kv_stationary=False, pair_ctas=0, hkv=1):
-    """`build_schedule`'s result (pair_ctas > 0: `build_pair_schedule`'s for that many CTAs and
-    hkv KV heads, block_m = KV block rows, block_n = query step rows), built once per (offsets,
-    configuration) instead of once per call.
+                    kv_stationary=False):
+    """`build_schedule`'s result, built once per (offsets, configuration) instead of once per call.
 
     A model's attention layers share one offsets tensor, and a layer's backward needs the schedules
     its forward saw, so most builds repeat one already made for the same batch (in gem_base 9 of 12
@@ -348,25 +297,21 @@ def cached_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
     write reused buffers without a version bump), for inference tensors (no version counter), and
     while a CUDA graph is being captured (the build must be part of every replay).
     """
-    if pair_ctas:
-        build, config = build_pair_schedule, (B, hkv, num_mb, pair_ctas, block_m, block_n)
-    else:
-        build = build_schedule
-        config = (B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n, kv_stationary)
+    config = (B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n, kv_stationary)
     versions = (tracked_version(k_off), 0 if q_off is None else tracked_version(q_off))
     if (not offsets_versioned() or None in versions
             or (k_off.is_cuda and torch.cuda.is_current_stream_capturing())):
-        return build(q_off, k_off, *config)
+        return build_schedule(q_off, k_off, *config)
     per_offsets = _SCHEDULES.get(k_off)
     if per_offsets is None:
         per_offsets = _SCHEDULES[k_off] = {}
-    key = (None if q_off is None else id(q_off), build, config)
+    key = (None if q_off is None else id(q_off), config)
     hit = per_offsets.get(key)
     if hit is not None:
         q_ref, seen_versions, schedule = hit
         if (q_ref is None or q_ref() is q_off) and seen_versions == versions:
             return schedule
-    schedule = build(q_off, k_off, *config)
+    schedule = build_schedule(q_off, k_off, *config)
     for stale in [k for k, (ref, _, _) in per_offsets.items() if ref is not None and ref() is None]:
         del per_offsets[stale]  # query offsets that died (e.g. a per-call arange) while k_off lives
     per_offsets[key] = (None if q_off is None else weakref.ref(q_off), versions, schedule)

@@ -385,12 +385,6 @@ BWD_SWITCHES = {
                             lambda: [c for c in bwd_cases() if c.d == 128 and c.mode == "bcast"]),
     "bwd-late-q-release": ({"dkdv_early_q_release": False},
                            lambda: [c for c in bwd_cases() if c.d == 128 and c.mode != "bcast"]),
-    # whole (sequence, KV head) pairs per CTA, dQ cast in the kernel (self/cross with the fused dQ)
-    # (grid=5: many pairs per CTA, each pair's cast between other pairs' tiles)
-    "bwd-whole-pairs": ({"dkdv_whole_pairs": True},
-                        lambda: [c for c in bwd_cases() if c.d == 128 and c.mode != "bcast"]
-                        + [Case("self", 30, 300, 300, 2, 2, 128, "bf16", grid=5),
-                           Case("cross", 30, 200, 333, 4, 2, 128, "bf16", True, grid=5)]),
 }
 
 

@@ -17,9 +17,9 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.tlx_schedule import (PRIORITY_BUCKETS, build_pair_schedule, build_schedule, kv_block_range,
+from kernels.tlx_schedule import (PRIORITY_BUCKETS, build_schedule, kv_block_range,
                                   kv_unmasked_range, n_iterations, q_block_range, seq_bounds,
-                                  pair_tile_at, tile_at)
+                                  tile_at)
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -254,76 +254,3 @@ def test_schedule_order_heaviest_first_both_builders(bcast, max_len):
         entries, n = build_schedule(*args, use_torch=use_torch)
         assert int(n) == len(want)
         assert entries[:len(want)].cpu().tolist() == want, use_torch
-
-
-def _pair_lists(q_lens, k_lens, hkv, n_prog, block_n=128, step_rows=64):
-    """Each CTA's (b, hk, nb) tiles from `build_pair_schedule`, the builder's n_iter, the number of
-    KV blocks per pair slot, and the builder's (tiles, cta_start) tensors."""
-    off = lambda ls: torch.tensor([0] + ls).cumsum(0).to(DEVICE, torch.int32)
-    num_nb = max(1, triton.cdiv(max(k_lens), block_n))
-    tiles, n_iter, start = build_pair_schedule(off(q_lens), off(k_lens), len(k_lens), hkv, num_nb,
-                                               n_prog, block_n, step_rows)
-    flat, bounds = tiles.cpu().tolist(), start.cpu().tolist()
-    per_cta = [[(t // num_nb // hkv, t // num_nb % hkv, t % num_nb) for t in flat[bounds[p]:bounds[p + 1]]]
-               for p in range(n_prog)]
-    return per_cta, int(n_iter), num_nb, (tiles, start)
-
-
-@pytest.mark.parametrize("n_prog", [1, 3, 7])
-@pytest.mark.parametrize("hkv", [1, 2])
-def test_pair_schedule_keeps_each_pair_on_one_cta_in_block_order(n_prog, hkv):
-    g = torch.Generator().manual_seed(n_prog * 10 + hkv)
-    B = 23
-    k_lens = torch.randint(0, 600, (B,), generator=g).tolist()
-    q_lens = torch.randint(0, 300, (B,), generator=g).tolist()
-    k_lens[0], q_lens[1], k_lens[2], q_lens[2], k_lens[3], q_lens[3] = 0, 0, 0, 0, 128, 1
-    per_cta, n_iter, _, _ = _pair_lists(q_lens, k_lens, hkv, n_prog)
-    assert n_iter == max(len(c) for c in per_cta)
-    owner, steps_of = {}, {}
-    for p, tiles in enumerate(per_cta):
-        runs = []  # the CTA's pairs in visiting order, each with its blocks
-        for b, hk, nb in tiles:
-            if not runs or runs[-1][0] != (b, hk):
-                assert (b, hk) not in owner, f"pair {(b, hk)} split or repeated"
-                owner[(b, hk)] = p
-                runs.append(((b, hk), []))
-            runs[-1][1].append(nb)
-        for (b, hk), blocks in runs:
-            n_tiles = max(triton.cdiv(k_lens[b], 128), 1 if q_lens[b] > 0 else 0)
-            assert blocks == list(range(n_tiles)), (b, hk, blocks)
-            steps_of[(b, hk)] = n_tiles * triton.cdiv(q_lens[b], 64)
-        steps = [steps_of[pair] for pair, _ in runs]
-        assert steps == sorted(steps, reverse=True), f"CTA {p}: not heaviest first"
-    want = {(b, hk) for b in range(B) for hk in range(hkv) if k_lens[b] > 0 or q_lens[b] > 0}
-    assert set(owner) == want  # every pair with keys (dK/dV rows) or queries (dQ rows), once
-    ranked = sorted(want, key=lambda pair: (-steps_of[pair], pair[0] * hkv + pair[1]))
-    for r, pair in enumerate(ranked):  # zigzag over the CTAs, heaviest first
-        rnd, pos = divmod(r, n_prog)
-        assert owner[pair] == (pos if rnd % 2 == 0 else n_prog - 1 - pos)
-
-
-@triton.jit
-def _pair_probe_kernel(tiles, cta_start, rec, HKV, NUM_NB, MAX_IT):
-    pid = tl.program_id(0)
-    for it in range(0, MAX_IT):
-        valid, b, hk, nb = pair_tile_at(it, pid, tiles, cta_start, HKV, NUM_NB)
-        base = rec + (pid * MAX_IT + it) * 4
-        tl.store(base + 0, valid.to(tl.int32))
-        tl.store(base + 1, b)
-        tl.store(base + 2, hk)
-        tl.store(base + 3, nb)
-
-
-@needs_new_interpreter
-def test_pair_tile_at_walks_the_builders_lists():
-    q_lens, k_lens, hkv, n_prog = [5, 0, 300, 64, 0, 129], [7, 130, 0, 257, 0, 128], 2, 4
-    per_cta, n_iter, num_nb, (tiles, start) = _pair_lists(q_lens, k_lens, hkv, n_prog)
-    max_it = n_iter + 2  # two iterations past every list: invalid
-    rec = torch.full((n_prog * max_it * 4,), -1, dtype=torch.int32, device=DEVICE)
-    _pair_probe_kernel[(n_prog,)](tiles, start, rec, hkv, num_nb, max_it)
-    rec = rec.view(n_prog, max_it, 4).cpu().tolist()
-    for p in range(n_prog):
-        got = [tuple(r[1:]) for r in rec[p] if r[0] == 1]
-        assert got == list(per_cta[p])
-        assert all(r[0] == 0 for r in rec[p][len(per_cta[p]):])
-
