@@ -1,4 +1,4 @@
-"""The A/B options of benchmarks.tlx_hopper_bench (the timing itself needs an H200)."""
+"""The options of benchmarks.tlx_hopper_bench: A/B overrides, the power settle (the timing itself needs an H200)."""
 
 import pytest
 
@@ -40,3 +40,29 @@ def test_override_configs_changes_the_launchers_defaults(monkeypatch):
     assert tlx_hopper.bwd_config(128, True, 192, 3, 132).dq_groups == 3
     with pytest.raises(SystemExit, match="--bwd-config"):
         override_configs("", "no_such_field=1")
+
+
+def test_settle_runs_the_call_back_to_back_with_fresh_grads(monkeypatch):
+    import time
+
+    import torch
+
+    from benchmarks import tlx_hopper_bench
+
+    syncs = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: syncs.append(1))
+    leaf = torch.zeros(2, requires_grad=True)
+    calls = []
+
+    def step():
+        assert leaf.grad is None  # reset before every call, as do_bench's grad_to_none
+        leaf.sum().backward()
+        calls.append(time.perf_counter())
+
+    start = time.perf_counter()
+    tlx_hopper_bench.settle(step, [leaf], ms=30)
+    assert calls[-1] - start >= 0.03 - 1e-3 and len(calls) > 1
+    assert len(syncs) == len(calls) // 4 + 1  # every 4th call and once at the end
+    n_before = len(calls)
+    tlx_hopper_bench.settle(step, [leaf], ms=0)  # settling off: no call
+    assert len(calls) == n_before
