@@ -135,7 +135,15 @@ def bench(fn, grads=None):
     a backward writes fresh gradients instead of adding into the previous call's (a training
     step's cost)."""
     settle(fn, grads)
-    return triton.testing.do_bench(fn, warmup=25, rep=100, grad_to_none=grads, return_mode="median")
+    mallocs = torch.cuda.memory_stats().get("num_device_alloc", 0)
+    ms = triton.testing.do_bench(fn, warmup=25, rep=100, grad_to_none=grads, return_mode="median")
+    TIMED_MALLOCS.append(torch.cuda.memory_stats().get("num_device_alloc", 0) - mallocs)
+    return ms
+
+
+# cudaMalloc calls inside each `bench` window of the current row, in call order (the caching
+# allocator frees and re-mallocs when no cached block fits; each is a device sync in the timing)
+TIMED_MALLOCS: list[int] = []
 
 
 def graph_bench(fn):
@@ -169,6 +177,7 @@ def run_shape(sh, do_bwd, tut, graphs=False):
     from kernels.common import JFAParams
     from torch.nn.attention.varlen import varlen_attn
 
+    TIMED_MALLOCS.clear()
     x = build(sh)
     q, k, v, q_off, k_off, kl = x["q"], x["k"], x["v"], x["q_off"], x["k_off"], x["kl"]
     B, H, d = sh["B"], sh["H"], q.shape[-1]
@@ -255,6 +264,7 @@ def run_shape(sh, do_bwd, tut, graphs=False):
         if key in row:
             row[key.replace("_ms", "_tflops")] = x["flops"] / row[key] / 1e9
     row["tlx_fwd_GBps"] = x["fwd_bytes"] / row["tlx_fwd_ms"] / 1e6
+    row["timed_mallocs"] = list(TIMED_MALLOCS)
     return row
 
 
