@@ -112,6 +112,11 @@ class FwdConfig:
     # protocol. H200: self fill 0.5 forward -5.5 % (median of 7 A/Bs), fill 1.0 neutral; the skipped
     # rows are never stored, so outputs are bit-identical to it off
     skip_idle_groups: bool = False
+    # keep the probabilities in fp32 across the next block's QK^T issue and cast them to the MMA
+    # dtype after it (the TLX tutorial's order), instead of before: the cast (32 cvt per thread at
+    # BLOCK_N=128) then overlaps the tensor core rather than delaying the QK^T issue, for 32 more
+    # live registers per thread. Session 15: compiled, not yet measured
+    late_p_cast: bool = False
 
     @property
     def block_m(self) -> int:
@@ -242,8 +247,8 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         HEAD_DIM=d, BLOCK_N=cfg.block_n, NUM_GROUPS=cfg.num_groups, NUM_BUF_Q=cfg.num_buf_q,
         NUM_BUF_KV=cfg.num_buf_kv, CONSUMER_REGS=cfg.consumer_regs, CAUSAL=bool(params.causal),
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
-        TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups, num_warps=4,
-        num_stages=1)
+        TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
+        LATE_P_CAST=cfg.late_p_cast, num_warps=4, num_stages=1)
     return out, lse
 
 

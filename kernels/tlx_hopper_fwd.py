@@ -98,13 +98,17 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
                       m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
                       cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
                       CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, MASK: tl.constexpr,
-                      BLOCK_N: tl.constexpr):
-    """Steady state: QK^T of block cnt overlapped with PV of block cnt-1 (p holds its probs)."""
+                      BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr, dtype: tl.constexpr):
+    """Steady state: QK^T of block cnt overlapped with PV of block cnt-1 (p holds its probs: in
+    the MMA dtype, or fp32 with LATE_P_CAST, cast only once this block's QK^T is issued, so the
+    cast runs beside the tensor core instead of before the issue, as the TLX tutorial does)."""
     k_idx, k_phase = _bufidx_phase(cnt, NUM_BUF_KV)
     tlx.barrier_wait(k_fulls[k_idx], k_phase)
     _pingpong_enter(cid, NUM_GROUPS)
     qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
     _pingpong_leave(cid, NUM_GROUPS)
+    if LATE_P_CAST:
+        p = p.to(dtype)
     v_idx, v_phase = _bufidx_phase(cnt - 1, NUM_BUF_KV)
     tlx.barrier_wait(v_fulls[v_idx], v_phase)
     acc = tlx.async_dot(p, v_tiles[v_idx], acc)
@@ -115,7 +119,9 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
     acc = tlx.async_dot_wait(0, acc)  # PV done: V slot free, acc safe to rescale
     tlx.barrier_arrive(v_empties[v_idx], 1)
     acc = acc * alpha[:, None]
-    return acc, p_f32.to(p.dtype), m_i, l_i, cnt + 1
+    if not LATE_P_CAST:
+        p_f32 = p_f32.to(dtype)
+    return acc, p_f32, m_i, l_i, cnt + 1
 
 
 @triton.jit
@@ -130,6 +136,7 @@ def jfa_fwd_kernel(
     NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
+    LATE_P_CAST: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -291,7 +298,7 @@ def jfa_fwd_kernel(
                             p_f32, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, lo,
                                                                     klen, window, CAUSAL, HAS_WINDOW,
                                                                     True, BLOCK_N)
-                            p = p_f32.to(dtype)
+                            p = p_f32 if LATE_P_CAST else p_f32.to(dtype)
                             cnt_kv += 1
                             if TMA_STORE_O:
                                 _release_staged_q_slot(q_empties, release, held_o)
@@ -302,23 +309,23 @@ def jfa_fwd_kernel(
                                     q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                     qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                                    BLOCK_N)
+                                    BLOCK_N, LATE_P_CAST, dtype)
                             for j in range(a, c):
                                 acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                     q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                     qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False,
-                                    BLOCK_N)
+                                    BLOCK_N, LATE_P_CAST, dtype)
                             for j in range(c, nblk):
                                 acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                     q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                     qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                                    BLOCK_N)
+                                    BLOCK_N, LATE_P_CAST, dtype)
                             # epilogue: PV of the last block
                             v_idx, v_phase = _bufidx_phase(cnt_kv - 1, NUM_BUF_KV)
                             tlx.barrier_wait(v_fulls[v_idx], v_phase)
-                            acc = tlx.async_dot(p, v_tiles[v_idx], acc)
+                            acc = tlx.async_dot(p.to(dtype), v_tiles[v_idx], acc)
                             acc = tlx.async_dot_wait(0, acc)
                             tlx.barrier_arrive(v_empties[v_idx], 1)
                             # normalise; rows that saw no visible key keep O = 0, LSE = -inf
