@@ -113,9 +113,11 @@ class FwdConfig:
     # rows are never stored, so outputs are bit-identical to it off
     skip_idle_groups: bool = False
     # keep the probabilities in fp32 across the next block's QK^T issue and cast them to the MMA
-    # dtype after it (the TLX tutorial's order), instead of before: the cast (32 cvt per thread at
-    # BLOCK_N=128) then overlaps the tensor core rather than delaying the QK^T issue, for 32 more
-    # live registers per thread. Session 15: compiled, not yet measured
+    # dtype after it (the TLX tutorial's order), instead of before: the cast then overlaps the
+    # tensor core rather than delaying the QK^T issue; outputs are bit-identical. It costs live
+    # registers: with BLOCK_N=64 and 2 groups (PMA q<=128) none spill and run 17 measured -2.0 to
+    # -2.6 % at fill 0.9 (3 A/Bs; fill 0.5 0 to -7 %); with BLOCK_N=128 (self/cross) or 3 groups
+    # (PMA q192) 52-55 words spill and it lost up to 16 %, so `fwd_config` takes it for the former
     late_p_cast: bool = False
 
     @property
@@ -137,7 +139,7 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 
         # PMA is memory-bound: 64-key stages keep more K/V bytes in flight than 128-key ones; five
         # (213 KB of smem) beat four by 4.6 % at fill 0.9 and lose ~1 % at fill 0.5 (run 11)
         return FwdConfig(num_groups=2, block_n=64, num_buf_q=1, num_buf_kv=5, consumer_regs=232,
-                         tile_window=tile_window)
+                         tile_window=tile_window, late_p_cast=True)
     if broadcast_q:
         return FwdConfig(num_groups=2, block_n=128, num_buf_q=1, num_buf_kv=3, consumer_regs=232,
                          tile_window=tile_window)

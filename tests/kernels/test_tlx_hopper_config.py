@@ -43,6 +43,17 @@ def test_idle_groups_skipped_for_self_and_cross_only(head_dim, broadcast_q, q_le
     assert fwd_config(head_dim, broadcast_q, q_len).skip_idle_groups == (not broadcast_q)
 
 
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("broadcast_q,q_len", [(False, 0), (True, 192), (True, 128), (True, 1)])
+def test_late_p_cast_only_where_no_register_spills(head_dim, broadcast_q, q_len):
+    # the 2-group, 64-key PMA tile holds fp32 probabilities without spilling; the 128-key self/cross
+    # tile and the 3-group q192 tile spill (run 17's compile check), so they cast early
+    cfg = fwd_config(head_dim, broadcast_q, q_len)
+    assert cfg.late_p_cast == (broadcast_q and head_dim == 128 and q_len <= 128)
+    if cfg.late_p_cast:
+        assert (cfg.num_groups, cfg.block_n) == (2, 64)
+
+
 def test_dq_fused_only_where_it_is_correct():
     on = BwdConfig(fused_dq=True)
     assert fuses_dq(on, 128, broadcast_q=False, deterministic=False)
