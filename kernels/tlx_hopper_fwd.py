@@ -32,7 +32,8 @@ import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
 
-from kernels.tlx_schedule import (kv_block_range, kv_unmasked_range, n_iterations, seq_bounds,
+from kernels.tlx_schedule import (kv_block_range, kv_first_block_unmasked, kv_unmasked_range,
+                                  n_iterations, seq_bounds,
                                   tile_at)
 
 BLOCK_M_SPLIT = tl.constexpr(64)  # query rows per consumer warpgroup (one wgmma M)
@@ -136,7 +137,7 @@ def jfa_fwd_kernel(
     NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
-    LATE_P_CAST: tl.constexpr,
+    LATE_P_CAST: tl.constexpr, UNMASKED_FIRST_BLOCK: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -295,9 +296,19 @@ def jfa_fwd_kernel(
                             _pingpong_leave(cid, NUM_GROUPS)
                             qk = tlx.async_dot_wait(0, qk)
                             tlx.barrier_arrive(k_empties[k_idx], 1)
-                            p_f32, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, lo,
-                                                                    klen, window, CAUSAL, HAS_WINDOW,
-                                                                    True, BLOCK_N)
+                            first_full = False  # a compile-time False unless enabled: no branch
+                            if UNMASKED_FIRST_BLOCK:
+                                first_full = kv_first_block_unmasked(
+                                    m0, qlen, klen, window, lo, nblk, CAUSAL, HAS_WINDOW, BLOCK_M,
+                                    BLOCK_N)
+                            if first_full:  # every real row sees all its keys: the mask is a no-op
+                                p_f32, alpha, m_i, l_i = _softmax_block(
+                                    qk, m_i, l_i, qk_scale, rows, lo, klen, window, CAUSAL,
+                                    HAS_WINDOW, False, BLOCK_N)
+                            else:
+                                p_f32, alpha, m_i, l_i = _softmax_block(
+                                    qk, m_i, l_i, qk_scale, rows, lo, klen, window, CAUSAL,
+                                    HAS_WINDOW, True, BLOCK_N)
                             p = p_f32 if LATE_P_CAST else p_f32.to(dtype)
                             cnt_kv += 1
                             if TMA_STORE_O:

@@ -501,22 +501,28 @@ def test_skipping_idle_groups_changes_no_stored_value(case):
     assert torch.equal(out, out_n) and torch.equal(lse, lse_n)
 
 
-def late_cast_cases() -> list[Case]:
+def flip_cases() -> list[Case]:
     # PMA q<=128 (late cast by default), PMA q192 and self/cross (early by default); causal and
-    # windowed masks, GQA, odd lengths, q_len < 128, sequences without keys
+    # windowed masks (a window >= 64 lets a first block be whole for some q-blocks only), GQA, odd
+    # lengths, q_len < 128, sequences without keys
     return [Case("bcast", 100, 128, 300, 3, 3), Case("bcast", 50, 100, 129, 2, 2, 128, "bf16", True),
             Case("bcast", 60, 128, 200, 2, 2, 128, "fp16", False, 37),
             Case("bcast", 300, 192, 260, 2, 1), Case("self", 40, 300, 300, 4, 2, 128, "bf16", True),
+            Case("self", 30, 400, 400, 2, 2, 128, "bf16", False, 100),
             Case("cross", 30, 100, 100, 2, 2, 128, "bf16", lens="empty_kv")]
+
+
+# FwdConfig fields whose two values compute the same O and LSE bit for bit: each only moves work
+# (the P cast after the next QK^T's issue; the first KV block's mask skipped where it selects nothing)
+FWD_IDENTITY_SWITCHES = ("late_p_cast", "unmasked_first_block")
 
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", late_cast_cases(), ids=lambda c: c.name)
-def test_late_p_cast_changes_no_value(case):
-    """The probabilities cast after the next block's QK^T is issued instead of before: the same
-    values reach the same PV MMAs, so O and LSE are bit-identical either way (the default also
-    against the reference)."""
+@pytest.mark.parametrize("field", FWD_IDENTITY_SWITCHES)
+@pytest.mark.parametrize("case", flip_cases(), ids=lambda c: c.name)
+def test_forward_switch_changes_no_value(case, field):
+    """The default forward against the reference, and bit-identical with the switch flipped."""
     from kernels import tlx_hopper
 
     res = check_forward(case, seed=zlib.crc32(case.name.encode()))
@@ -527,7 +533,7 @@ def test_late_p_cast_changes_no_value(case):
     default = tlx_hopper.fwd_config(case.d, bcast, q.shape[0] if bcast else 0,
                                     tlx_hopper.call_tile_window(k, params))
     out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
-    flipped = dataclasses.replace(default, late_p_cast=not default.late_p_cast)
+    flipped = dataclasses.replace(default, **{field: not getattr(default, field)})
     out_f, lse_f = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=flipped)
     assert torch.equal(out, out_f) and torch.equal(lse, lse_f)
 

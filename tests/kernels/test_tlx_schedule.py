@@ -2,10 +2,11 @@
 
 Plain Triton (no TLX): runs on a GPU, or on the CPU under TRITON_INTERPRET=1; skipped otherwise.
 A probe kernel walks every CTA's persistent loop exactly like the TLX kernels do (`tile_at`,
-`n_iterations`, `kv_block_range`, `kv_unmasked_range`) and records what each tile would touch. The
-checks: every non-empty (batch, head, q-block) tile is visited exactly once whatever the grid size;
-its KV block range covers every visible (query, key) pair; the blocks it runs without a mask are
-fully visible to every real query row.
+`n_iterations`, `kv_block_range`, `kv_unmasked_range`, `kv_first_block_unmasked`) and records what
+each tile would touch. The checks: every non-empty (batch, head, q-block) tile is visited exactly
+once whatever the grid size; its KV block range covers every visible (query, key) pair; the blocks
+it runs without a mask are fully visible to every real query row, and the first block is declared
+unmasked exactly when it is.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import triton
 import triton.language as tl
 
 from kernels.tlx_schedule import (PRIORITY_BUCKETS, build_schedule, kv_block_range,
-                                  kv_unmasked_range, n_iterations, q_block_range, seq_bounds,
-                                  tile_at)
+                                  kv_first_block_unmasked, kv_unmasked_range, n_iterations,
+                                  q_block_range, seq_bounds, tile_at)
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -51,7 +52,9 @@ def _probe_kernel(q_off, k_off, tile_entry, n_entries, rec, B, H, q_len, NUM_MB,
             lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW, BLOCK_M, BLOCK_N)
             a, c = kv_unmasked_range(m0, qlen, klen, window, lo, nblk, CAUSAL, HAS_WINDOW,
                                      BLOCK_M, BLOCK_N)
-            base = rec + (pid * MAX_IT + it) * 8
+            first = kv_first_block_unmasked(m0, qlen, klen, window, lo, nblk, CAUSAL, HAS_WINDOW,
+                                            BLOCK_M, BLOCK_N)
+            base = rec + (pid * MAX_IT + it) * 9
             tl.store(base + 0, 1)
             tl.store(base + 1, b)
             tl.store(base + 2, h)
@@ -60,11 +63,12 @@ def _probe_kernel(q_off, k_off, tile_entry, n_entries, rec, B, H, q_len, NUM_MB,
             tl.store(base + 5, nblk)
             tl.store(base + 6, a)
             tl.store(base + 7, c)
+            tl.store(base + 8, first.to(tl.int32))
 
 
 def _run(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n, n_prog, resident,
          tile_window=1):
-    """Every CTA's visited tiles in visiting order (rows: 1, b, h, mb, lo, nblk, a, c), the number
+    """Every CTA's visited tiles in visiting order (rows: 1, b, h, mb, lo, nblk, a, c, first), the number
     of q-blocks, and the schedule's entries; tile_window 0: one sequence's q-blocks, as the launchers."""
     B = len(k_lens)
     off = lambda ls: torch.tensor([0] + ls).cumsum(0).to(DEVICE, torch.int32)
@@ -79,13 +83,13 @@ def _run(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n, n_pr
     if resident:
         n_prog = pairs * cpp
     max_it = B * H * num_mb + 1
-    rec = torch.zeros(n_prog * max_it * 8, dtype=torch.int32, device=DEVICE)
+    rec = torch.zeros(n_prog * max_it * 9, dtype=torch.int32, device=DEVICE)
     _probe_kernel[(n_prog,)](q_off if q_off is not None else k_off, k_off, entries, n_entries, rec,
                              B, H, q_len, num_mb, 0 if window is None else window, cpp,
                              tile_window or num_mb, max_it,
                              CAUSAL=causal, HAS_WINDOW=window is not None, BROADCAST_Q=bcast,
                              RESIDENT=resident, BLOCK_M=block_m, BLOCK_N=block_n)
-    rec = rec.view(-1, 8).cpu()
+    rec = rec.view(-1, 9).cpu()
     return rec[rec[:, 0] == 1].tolist(), num_mb, entries[:int(n_entries)].cpu().tolist()
 
 
@@ -94,9 +98,9 @@ def _check(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n, n_
     tiles, num_mb, _ = _run(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n,
                             n_prog, resident, tile_window)
     seen = {}
-    for _, b, h, mb, lo, nblk, a, c in tiles:
+    for _, b, h, mb, lo, nblk, a, c, first in tiles:
         assert (b, h, mb) not in seen, f"tile {(b, h, mb)} visited twice"
-        seen[(b, h, mb)] = (lo, nblk, a, c)
+        seen[(b, h, mb)] = (lo, nblk, a, c, first)
     for b in range(len(k_lens)):
         qlen = q_len if bcast else q_lens[b]
         klen = k_lens[b]
@@ -107,7 +111,7 @@ def _check(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n, n_
                     assert (b, h, mb) not in seen
                     continue
                 assert (b, h, mb) in seen, f"tile {(b, h, mb)} never visited"
-                lo, nblk, a, c = seen[(b, h, mb)]
+                lo, nblk, a, c, first = seen[(b, h, mb)]
                 assert nblk == 0 or 1 <= a <= c <= nblk
                 rows = range(m0, min(m0 + block_m, qlen))
                 for i in rows:
@@ -115,16 +119,18 @@ def _check(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n, n_
                         vis = (not causal or j <= i) and (window is None or abs(i - j) <= window)
                         if vis:
                             assert lo <= j < lo + nblk * block_n, (b, mb, i, j, lo, nblk)
+                full = lambda n0: all(j < klen and (not causal or j <= i)
+                                      and (window is None or abs(i - j) <= window)
+                                      for i in rows for j in range(n0, n0 + block_n))
                 for blk in range(a, c):
-                    n0 = lo + blk * block_n
-                    for i in rows:
-                        for j in range(n0, n0 + block_n):
-                            assert j < klen and (not causal or j <= i) and \
-                                (window is None or abs(i - j) <= window), (b, mb, blk, i, j)
+                    assert full(lo + blk * block_n), (b, mb, blk)
+                assert first == (nblk > 0 and full(lo)), (b, mb, lo, nblk, first)
 
 
 @needs_new_interpreter
-@pytest.mark.parametrize("causal,window", [(False, None), (True, None), (False, 37), (True, 5)])
+# a window >= 64 lets a 128-key block start before a row's window yet fit whole inside another's
+@pytest.mark.parametrize("causal,window", [(False, None), (True, None), (False, 37), (True, 5),
+                                           (False, 100)])
 @pytest.mark.parametrize("n_prog", [1, 3, 7])
 @pytest.mark.parametrize("tile_window", [1, 0, 2])  # 0: one sequence's q-blocks (3 here)
 def test_jagged_schedule(causal, window, n_prog, tile_window):
