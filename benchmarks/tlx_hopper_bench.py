@@ -11,7 +11,9 @@ hard-coded `--ab`; their records name the columns tlx_fwd_prev_cfg_ms / tlx_fwdb
 --ab-bwd likewise changes `BwdConfig` fields of `bwd_config`'s choice (with --bwd): forward+backward
 as tlx_fwdbwd_abbwd_ms, and ab_bwd_grad_rel, the largest relative difference (norm) of dq, dk, dv
 against the default configuration's (a different tiling sums in another order: ~1e-3 is bf16
-rounding, not an error).
+rounding, not an error). Every A/B times the default and the candidate in ABBA order over
+--ab-rounds rounds (2): the *_ab_ms / *_abbwd_ms columns are the candidate's medians, *_base_ms the
+default's over the same rounds, *_ratio the median of the rounds' candidate/default ratios.
 
 --graph adds the tlx forward (and forward+backward) and varlen's forward replayed from a CUDA
 graph (*_graph_ms): the device time with the gaps between kernels but without the host's launch
@@ -44,6 +46,7 @@ import importlib.util
 import json
 import math
 import os
+import statistics
 import sys
 import time
 
@@ -141,6 +144,30 @@ def bench(fn, grads=None):
     return ms
 
 
+# A/B rounds (`--ab-rounds`): round r times the default then the candidate for even r, the reverse
+# for odd r (ABBA), so a drift of the GPU's clock over the row cancels instead of favouring the
+# second timing (run 17: the same configuration timed twice in a row came out up to 6 % apart)
+AB_ROUNDS = 2
+
+
+def ab_rounds(first_a: float, fn_a, fn_b, grads=None, rounds: int | None = None) -> dict[str, float]:
+    """Times of the default fn_a (its first, first_a, already taken) and the candidate fn_b in ABBA
+    order: the candidate's median ms ("ab"), the default's median over the same rounds ("base")
+    and the median of the rounds' candidate/default ratios ("ratio")."""
+    rounds = AB_ROUNDS if rounds is None else rounds
+    a, b = [first_a], []
+    for r in range(rounds):
+        if r % 2 == 0:
+            if r:
+                a.append(bench(fn_a, grads))
+            b.append(bench(fn_b, grads))
+        else:
+            b.append(bench(fn_b, grads))
+            a.append(bench(fn_a, grads))
+    return {"ab": statistics.median(b), "base": statistics.median(a),
+            "ratio": statistics.median(y / x for x, y in zip(a, b))}
+
+
 # cudaMalloc calls inside each `bench` window of the current row, in call order (the caching
 # allocator frees and re-mallocs when no cached block fits; each is a device sync in the timing)
 TIMED_MALLOCS: list[int] = []
@@ -215,7 +242,8 @@ def run_shape(sh, do_bwd, tut, graphs=False):
         fwd_alt = lambda: tlx_hopper.forward(q, k, v, q_off, k_off, params, config=alt)
         out_alt, lse_alt = fwd_alt()
         row["ab_fwd_identical"] = bool(torch.equal(out_alt, out) and torch.equal(lse_alt, lse))
-        row["tlx_fwd_ab_ms"] = bench(fwd_alt)
+        ab = ab_rounds(row["tlx_fwd_ms"], fwd, fwd_alt)
+        row.update(tlx_fwd_ab_ms=ab["ab"], tlx_fwd_ab_base_ms=ab["base"], tlx_fwd_ab_ratio=ab["ratio"])
     if do_bwd:
         qg, kg, vg = (t.clone().requires_grad_() for t in (qv, k, v))
         o = varlen_attn(qg, kg, vg, cu_q, k_off, max_q, max_k, scale=scale)
@@ -247,12 +275,16 @@ def run_shape(sh, do_bwd, tut, graphs=False):
             def tlx_fb_alt_bwd():
                 o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
                 tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params, config=alt_bwd)
-            row["tlx_fwdbwd_abbwd_ms"] = bench(tlx_fb_alt_bwd)
+            ab = ab_rounds(row["tlx_fwdbwd_ms"], tlx_fb, tlx_fb_alt_bwd)
+            row.update(tlx_fwdbwd_abbwd_ms=ab["ab"], tlx_fwdbwd_abbwd_base_ms=ab["base"],
+                       tlx_fwdbwd_abbwd_ratio=ab["ratio"])
         if alt is not None:
             def tlx_fb_alt():
                 o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=alt)
                 tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params)
-            row["tlx_fwdbwd_ab_ms"] = bench(tlx_fb_alt)
+            ab = ab_rounds(row["tlx_fwdbwd_ms"], tlx_fb, tlx_fb_alt)
+            row.update(tlx_fwdbwd_ab_ms=ab["ab"], tlx_fwdbwd_ab_base_ms=ab["base"],
+                       tlx_fwdbwd_ab_ratio=ab["ratio"])
     if tut is not None and sh["fill"] == 1.0:
         Z, N = B, sh["max_kv"]
         qd = q.view(Z, N, H, d).transpose(1, 2).contiguous()
@@ -299,7 +331,7 @@ def override_configs(fwd_spec: str, bwd_spec: str) -> None:
 
 
 def main():
-    global SETTLE_MS
+    global SETTLE_MS, AB_ROUNDS
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--bwd", action="store_true")
@@ -307,6 +339,8 @@ def main():
                     help="also time the tlx calls (and varlen's forward) replayed from a CUDA graph: "
                          "*_graph_ms, how much of the call is the host's launch path")
     ap.add_argument("--only", default="")
+    ap.add_argument("--ab-rounds", type=int, default=AB_ROUNDS,
+                    help="A/B timings in ABBA order, this many rounds (1: runs 1-17's single A then B)")
     ap.add_argument("--settle-ms", type=float, default=SETTLE_MS,
                     help="run each timed call back to back this long first (sustained-load clocks; "
                          "0: runs 1-16's method)")
@@ -316,6 +350,9 @@ def main():
                     help="with --bwd: also time forward+backward with these BwdConfig fields changed")
     args = ap.parse_args()
     SETTLE_MS = args.settle_ms
+    if args.ab_rounds < 1:
+        raise SystemExit(f"--ab-rounds: must be >= 1, got {args.ab_rounds}")
+    AB_ROUNDS = args.ab_rounds
     from kernels.tlx_hopper import BwdConfig, FwdConfig
 
     AB_OVERRIDES.update(parse_overrides(args.ab, FwdConfig))

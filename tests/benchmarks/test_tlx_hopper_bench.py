@@ -66,3 +66,35 @@ def test_settle_runs_the_call_back_to_back_with_fresh_grads(monkeypatch):
     n_before = len(calls)
     tlx_hopper_bench.settle(step, [leaf], ms=0)  # settling off: no call
     assert len(calls) == n_before
+
+
+def test_ab_rounds_alternate_order_and_report_medians(monkeypatch):
+    from benchmarks import tlx_hopper_bench
+
+    order, times = [], {"A": iter([10.0, 12.0]), "B": iter([9.0, 11.0, 8.0])}
+
+    def fake_bench(fn, grads=None):
+        order.append(fn())
+        return next(times[order[-1]])
+
+    monkeypatch.setattr(tlx_hopper_bench, "bench", fake_bench)
+    got = tlx_hopper_bench.ab_rounds(11.0, lambda: "A", lambda: "B", rounds=3)
+    assert order == ["B", "B", "A", "A", "B"]  # A(first, given) B | B A | A B
+    assert got["ab"] == 9.0  # median of 9, 11, 8
+    assert got["base"] == 11.0  # median of 11, 10, 12
+    assert got["ratio"] == 9.0 / 11.0  # median of 9/11, 11/10, 8/12
+    order.clear()
+    times.update(B=iter([5.0]))
+    assert tlx_hopper_bench.ab_rounds(4.0, lambda: "A", lambda: "B", rounds=1) == \
+        {"ab": 5.0, "base": 4.0, "ratio": 1.25}
+    assert order == ["B"]
+
+
+def test_ab_rounds_below_one_rejected_naming_the_option(monkeypatch):
+    from benchmarks import tlx_hopper_bench
+
+    monkeypatch.setattr("sys.argv", ["tlx_hopper_bench", "--ab-rounds", "0"])
+    monkeypatch.setattr(tlx_hopper_bench, "SETTLE_MS", tlx_hopper_bench.SETTLE_MS)  # restored after
+    monkeypatch.setattr(tlx_hopper_bench, "AB_ROUNDS", tlx_hopper_bench.AB_ROUNDS)
+    with pytest.raises(SystemExit, match=r"--ab-rounds: must be >= 1, got 0"):
+        tlx_hopper_bench.main()
