@@ -133,6 +133,11 @@ def settle(fn, grads=None, ms: float | None = None) -> None:
     torch.cuda.synchronize()
 
 
+# cudaMalloc calls inside each `bench` window of the current row, in call order (the caching
+# allocator frees and re-mallocs when no cached block fits; each is a device sync in the timing)
+TIMED_MALLOCS: list[int] = []
+
+
 def bench(fn, grads=None):
     """Median ms of fn after `settle`; grads: leaf tensors whose .grad is reset before each call, so
     a backward writes fresh gradients instead of adding into the previous call's (a training
@@ -166,11 +171,6 @@ def ab_rounds(first_a: float, fn_a, fn_b, grads=None, rounds: int | None = None)
             a.append(bench(fn_a, grads))
     return {"ab": statistics.median(b), "base": statistics.median(a),
             "ratio": statistics.median(y / x for x, y in zip(a, b))}
-
-
-# cudaMalloc calls inside each `bench` window of the current row, in call order (the caching
-# allocator frees and re-mallocs when no cached block fits; each is a device sync in the timing)
-TIMED_MALLOCS: list[int] = []
 
 
 def graph_bench(fn):

@@ -122,8 +122,8 @@ class FwdConfig:
     # the prologue's first KV block runs the unmasked softmax when every real row sees all its
     # keys (a runtime branch; the mask would change nothing, so outputs are bit-identical). The
     # per-tile code outside the KV loop is where our consumers run ~300 more instructions than the
-    # tutorial's (its KV loop and ours compile to 491-492; sm_90 SASS, session 15), ~70 of them
-    # the prologue's mask selects. Prepared in session 15, not yet measured
+    # tutorial's (its KV loop and ours compile to 491-492; sm_90 SASS, session 15), ~100 of them
+    # the prologue's mask (66 selects, ~33 compares). Prepared in session 15, not yet measured
     unmasked_first_block: bool = False
 
     @property

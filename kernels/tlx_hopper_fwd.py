@@ -33,8 +33,7 @@ import triton.language as tl
 import triton.language.extra.tlx as tlx
 
 from kernels.tlx_schedule import (kv_block_range, kv_first_block_unmasked, kv_unmasked_range,
-                                  n_iterations, seq_bounds,
-                                  tile_at)
+                                  n_iterations, seq_bounds, tile_at)
 
 BLOCK_M_SPLIT = tl.constexpr(64)  # query rows per consumer warpgroup (one wgmma M)
 PINGPONG_BAR = tl.constexpr(9)  # named barriers PINGPONG_BAR + c, c < NUM_GROUPS
