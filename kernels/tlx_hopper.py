@@ -119,12 +119,6 @@ class FwdConfig:
     # -2.6 % at fill 0.9 (3 A/Bs; fill 0.5 0 to -7 %); with BLOCK_N=128 (self/cross) or 3 groups
     # (PMA q192) 52-55 words spill and it lost up to 16 %, so `fwd_config` takes it for the former
     late_p_cast: bool = False
-    # the prologue's first KV block runs the unmasked softmax when every real row sees all its
-    # keys (a runtime branch; the mask would change nothing, so outputs are bit-identical). The
-    # per-tile code outside the KV loop is where our consumers run ~300 more instructions than the
-    # tutorial's (its KV loop and ours compile to 491-492; sm_90 SASS, session 15), ~100 of them
-    # the prologue's mask (66 selects, ~33 compares). Prepared in session 15, not yet measured
-    unmasked_first_block: bool = False
 
     @property
     def block_m(self) -> int:
@@ -256,7 +250,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         NUM_BUF_KV=cfg.num_buf_kv, CONSUMER_REGS=cfg.consumer_regs, CAUSAL=bool(params.causal),
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
         TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
-        LATE_P_CAST=cfg.late_p_cast, UNMASKED_FIRST_BLOCK=cfg.unmasked_first_block, num_warps=4,
+        LATE_P_CAST=cfg.late_p_cast, num_warps=4,
         num_stages=1)
     return out, lse
 

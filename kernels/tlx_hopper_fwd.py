@@ -22,8 +22,9 @@ store; the Q slot goes back to the producer only after the next tile's first QK^
 has read it. A TMA box cannot stop at qlen, so the slice that straddles it, and LSE, take a masked
 tl.store. Broadcast Q stays resident across tiles and stores O with tl.store: a staging buffer of
 its own cost PMA 3-8 % at fill 0.9 (docs/kernels/tlx_hopper.md, run 10).
-KV blocks per tile come from `kv_block_range`, shared by every role; block 0 and the blocks outside
-`kv_unmasked_range` run the masked softmax, the bulk runs without any mask.
+KV blocks per tile come from `kv_block_range`, shared by every role; the blocks outside
+`kv_unmasked_range` (block 0 included, unless every real row sees all its keys) run the masked
+softmax, the rest without any mask.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
 
-from kernels.tlx_schedule import (kv_block_range, kv_first_block_unmasked, kv_unmasked_range,
-                                  n_iterations, seq_bounds, tile_at)
+from kernels.tlx_schedule import (kv_block_range, kv_unmasked_range, n_iterations, seq_bounds,
+                                  tile_at)
 
 BLOCK_M_SPLIT = tl.constexpr(64)  # query rows per consumer warpgroup (one wgmma M)
 PINGPONG_BAR = tl.constexpr(9)  # named barriers PINGPONG_BAR + c, c < NUM_GROUPS
@@ -136,7 +137,7 @@ def jfa_fwd_kernel(
     NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
-    LATE_P_CAST: tl.constexpr, UNMASKED_FIRST_BLOCK: tl.constexpr,
+    LATE_P_CAST: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -284,10 +285,11 @@ def jfa_fwd_kernel(
                             m_i = tl.zeros([BM_SPLIT], dtype=tl.float32) - float("inf")
                             l_i = tl.zeros([BM_SPLIT], dtype=tl.float32)
                             acc = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=tl.float32)
-                            a, c = kv_unmasked_range(m0, qlen, klen, window, lo, nblk, CAUSAL,
-                                                     HAS_WINDOW, BLOCK_M, BLOCK_N)
+                            first_full, a, c = kv_unmasked_range(
+                                m0, qlen, klen, window, lo, nblk, CAUSAL, HAS_WINDOW, BLOCK_M,
+                                BLOCK_N)
 
-                            # prologue: QK^T of block 0 (masked), no PV yet
+                            # prologue: QK^T of block 0, no PV yet
                             k_idx, k_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
                             tlx.barrier_wait(k_fulls[k_idx], k_phase)
                             _pingpong_enter(cid, NUM_GROUPS)
@@ -295,11 +297,8 @@ def jfa_fwd_kernel(
                             _pingpong_leave(cid, NUM_GROUPS)
                             qk = tlx.async_dot_wait(0, qk)
                             tlx.barrier_arrive(k_empties[k_idx], 1)
-                            first_full = False  # a compile-time False unless enabled: no branch
-                            if UNMASKED_FIRST_BLOCK:
-                                first_full = kv_first_block_unmasked(
-                                    m0, qlen, klen, window, lo, nblk, CAUSAL, HAS_WINDOW, BLOCK_M,
-                                    BLOCK_N)
+                            # a runtime branch: the mask costs ~100 instructions per consumer and
+                            # tile (sm_90 SASS), the per-tile code where ours outgrew the tutorial's
                             if first_full:  # every real row sees all its keys: the mask is a no-op
                                 p_f32, alpha, m_i, l_i = _softmax_block(
                                     qk, m_i, l_i, qk_scale, rows, lo, klen, window, CAUSAL,

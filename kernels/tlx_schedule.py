@@ -88,9 +88,12 @@ def q_block_range(n0, klen, qlen, window, CAUSAL: tl.constexpr, HAS_WINDOW: tl.c
 
 
 @triton.jit
-def _unmasked_blocks(m0, qlen, klen, window, lo, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """(j_lo, j_hi): block j of a q-block is fully visible to every real row iff j_lo <= j < j_hi."""
+def kv_unmasked_range(m0, qlen, klen, window, lo, nblk, CAUSAL: tl.constexpr,
+                      HAS_WINDOW: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """(first, a, c): the KV blocks of a q-block that need no mask, where every real row sees
+    every key: block 0 (the consumer's prologue) iff first, and blocks [a, c), 1 <= a <= c <= nblk.
+    """
+    # block j is unmasked iff j_lo <= j < j_hi
     rmax = tl.minimum(m0 + BLOCK_M, qlen) - 1
     upper = klen  # block j is unmasked only if lo + (j+1)*BLOCK_N <= upper
     if CAUSAL:
@@ -102,31 +105,11 @@ def _unmasked_blocks(m0, qlen, klen, window, lo, CAUSAL: tl.constexpr, HAS_WINDO
     if HAS_WINDOW:
         need = rmax - window - lo  # block start must be >= rmax - window
         j_lo = tl.where(need > 0, (need + BLOCK_N - 1) // BLOCK_N, 0)
-    return j_lo, j_hi
-
-
-@triton.jit
-def kv_unmasked_range(m0, qlen, klen, window, lo, nblk, CAUSAL: tl.constexpr,
-                      HAS_WINDOW: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Blocks [a, c) of a q-block need no mask: every real row sees every key of them.
-
-    Block 0 is left to the consumer's prologue (`kv_first_block_unmasked` says whether it needs
-    the mask), so 1 <= a <= c <= nblk.
-    """
-    j_lo, j_hi = _unmasked_blocks(m0, qlen, klen, window, lo, CAUSAL, HAS_WINDOW, BLOCK_M, BLOCK_N)
+    first = (nblk > 0) & (j_lo == 0) & (j_hi >= 1)
     a = tl.minimum(tl.maximum(j_lo, 1), nblk)
     a = tl.maximum(a, tl.minimum(nblk, 1))
     c = tl.minimum(tl.maximum(j_hi, a), nblk)
-    return a, c
-
-
-@triton.jit
-def kv_first_block_unmasked(m0, qlen, klen, window, lo, nblk, CAUSAL: tl.constexpr,
-                            HAS_WINDOW: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Whether the q-block's first KV block (the consumer's prologue) is fully visible to every
-    real row, so its softmax needs no mask."""
-    j_lo, j_hi = _unmasked_blocks(m0, qlen, klen, window, lo, CAUSAL, HAS_WINDOW, BLOCK_M, BLOCK_N)
-    return (nblk > 0) & (j_lo == 0) & (j_hi >= 1)
+    return first, a, c
 
 
 @triton.jit

@@ -2,8 +2,7 @@
 
 Plain Triton (no TLX): runs on a GPU, or on the CPU under TRITON_INTERPRET=1; skipped otherwise.
 A probe kernel walks every CTA's persistent loop exactly like the TLX kernels do (`tile_at`,
-`n_iterations`, `kv_block_range`, `kv_unmasked_range`, `kv_first_block_unmasked`) and records what
-each tile would touch. The checks: every non-empty (batch, head, q-block) tile is visited exactly
+`n_iterations`, `kv_block_range`, `kv_unmasked_range`) and records what each tile would touch. The checks: every non-empty (batch, head, q-block) tile is visited exactly
 once whatever the grid size; its KV block range covers every visible (query, key) pair; the blocks
 it runs without a mask are fully visible to every real query row, and the first block is declared
 unmasked exactly when it is.
@@ -19,8 +18,8 @@ import triton
 import triton.language as tl
 
 from kernels.tlx_schedule import (PRIORITY_BUCKETS, build_schedule, kv_block_range,
-                                  kv_first_block_unmasked, kv_unmasked_range, n_iterations,
-                                  q_block_range, seq_bounds, tile_at)
+                                  kv_unmasked_range, n_iterations, q_block_range, seq_bounds,
+                                  tile_at)
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -50,9 +49,7 @@ def _probe_kernel(q_off, k_off, tile_entry, n_entries, rec, B, H, q_len, NUM_MB,
             q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
             m0 = mb * BLOCK_M
             lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW, BLOCK_M, BLOCK_N)
-            a, c = kv_unmasked_range(m0, qlen, klen, window, lo, nblk, CAUSAL, HAS_WINDOW,
-                                     BLOCK_M, BLOCK_N)
-            first = kv_first_block_unmasked(m0, qlen, klen, window, lo, nblk, CAUSAL, HAS_WINDOW,
+            first, a, c = kv_unmasked_range(m0, qlen, klen, window, lo, nblk, CAUSAL, HAS_WINDOW,
                                             BLOCK_M, BLOCK_N)
             base = rec + (pid * MAX_IT + it) * 9
             tl.store(base + 0, 1)
