@@ -32,6 +32,12 @@ def test_dense_row_has_only_its_tutorial_goal():
     assert attainment(DENSE) == {("dense B4 H32 N4096 vs tutorial", "fwd"): pytest.approx(1.8 / 0.95 / 2.0)}
 
 
+def test_dense_goal_takes_the_tlx_forward_of_the_tutorials_rounds_where_recorded():
+    # --baseline-rounds: the tlx forward timed alternately with the tutorial, not with varlen
+    got = attainment(dict(DENSE, tlx_fwd_vs_tutorial_ms=1.85))
+    assert got[("dense B4 H32 N4096 vs tutorial", "fwd")] == pytest.approx(1.8 / 0.95 / 1.85)
+
+
 def test_rows_without_a_pass_give_no_entry_for_it():
     assert ("PMA q128 fill0.5", "fwd+bwd") not in attainment({k: v for k, v in PMA.items() if "fwdbwd" not in k})
 

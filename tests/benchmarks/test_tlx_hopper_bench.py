@@ -1,5 +1,7 @@
 """The options of benchmarks.tlx_hopper_bench: A/B overrides, the power settle (the timing itself needs an H200)."""
 
+import statistics
+
 import pytest
 
 from benchmarks.tlx_hopper_bench import parse_overrides
@@ -90,11 +92,41 @@ def test_ab_rounds_alternate_order_and_report_medians(monkeypatch):
     assert order == ["B"]
 
 
-def test_ab_rounds_below_one_rejected_naming_the_option(monkeypatch):
+def test_baselines_once_each_or_in_abba_rounds_with_grads_reset_for_the_baseline_only(monkeypatch):
     from benchmarks import tlx_hopper_bench
 
-    monkeypatch.setattr("sys.argv", ["tlx_hopper_bench", "--ab-rounds", "0"])
+    calls, times = [], {"tlx": iter([2.0, 2.2, 1.8, 2.1]), "base": iter([3.0, 3.6, 3.0, 3.0])}
+
+    def fake_bench(fn, grads=None):
+        calls.append((fn(), grads))
+        return next(times[calls[-1][0]])
+
+    monkeypatch.setattr(tlx_hopper_bench, "bench", fake_bench)
+    monkeypatch.setattr(tlx_hopper_bench, "BASELINE_ROUNDS", 1)
+    leaves = ["q", "k", "v"]
+    assert tlx_hopper_bench.against_baseline(lambda: "tlx", lambda: "base", leaves) == (2.0, 3.0, None)
+    assert calls == [("base", leaves), ("tlx", None)]  # runs 1-18's order, baseline first
+    calls.clear()
+    monkeypatch.setattr(tlx_hopper_bench, "BASELINE_ROUNDS", 3)
+    got = tlx_hopper_bench.against_baseline(lambda: "tlx", lambda: "base", leaves)
+    assert [c[0] for c in calls] == ["tlx", "base", "base", "tlx", "tlx", "base"]
+    assert all(g is (leaves if name == "base" else None) for name, g in calls)
+    # tlx 2.2, 1.8, 2.1 against base 3.6, 3.0, 3.0 (the first tlx timing is the first round's A)
+    assert got == (2.1, 3.0, pytest.approx(statistics.median([3.6 / 2.2, 3.0 / 1.8, 3.0 / 2.1])))
+    row = {}
+    tlx_hopper_bench.put_pair(row, "tlx_fwd_ms", "varlen_fwd_ms", got)
+    assert row == {"tlx_fwd_ms": 2.1, "varlen_fwd_ms": 3.0, "varlen_fwd_ms_per_tlx": got[2]}
+    tlx_hopper_bench.put_pair(row, "tlx_fwdbwd_ms", "varlen_fwdbwd_ms", (1.0, 2.0, None))
+    assert "varlen_fwdbwd_ms_per_tlx" not in row
+
+
+@pytest.mark.parametrize("option", ["--ab-rounds", "--baseline-rounds"])
+def test_rounds_below_one_rejected_naming_the_option(monkeypatch, option):
+    from benchmarks import tlx_hopper_bench
+
+    monkeypatch.setattr("sys.argv", ["tlx_hopper_bench", option, "0"])
     monkeypatch.setattr(tlx_hopper_bench, "SETTLE_MS", tlx_hopper_bench.SETTLE_MS)  # restored after
     monkeypatch.setattr(tlx_hopper_bench, "AB_ROUNDS", tlx_hopper_bench.AB_ROUNDS)
-    with pytest.raises(SystemExit, match=r"--ab-rounds: must be >= 1, got 0"):
+    monkeypatch.setattr(tlx_hopper_bench, "BASELINE_ROUNDS", tlx_hopper_bench.BASELINE_ROUNDS)
+    with pytest.raises(SystemExit, match=rf"{option}: must be >= 1, got 0"):
         tlx_hopper_bench.main()
