@@ -58,7 +58,7 @@ def compile_fwd(cfg, d, dt, causal, window, bcast):
         "desc_q": _tdesc(dt, 64, d), "desc_k": _tdesc(dt, cfg.block_n, d),
         "desc_v": _tdesc(dt, cfg.block_n, d), "desc_o": _tdesc(dt, 64, d), "out_ptr": f"*{dt}",
         "lse_ptr": "*fp32",
-        "q_off": "*i32", "k_off": "*i32", "tile_entry": "*i32", "n_entries": "*i32",
+        "q_off": "*i32", "k_off": "*i32", "tile_entry": "*i64", "n_entries": "*i32",
         "sm_scale": "fp32", "window": "i32", "B": "i32", "H": "i32", "G": "i32", "q_len": "i32",
         "NUM_MB": "i32", "total_out": "i32", "ctas_per_pair": "i32", "tile_window": "i32",
     }
@@ -141,7 +141,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
                      NUM_BUF_KV=cfg.dq_buf_kv, CONSUMER_REGS=cfg.dq_regs, CAUSAL=causal,
                      HAS_WINDOW=window, BROADCAST_Q=bcast, RESIDENT=bcast)
     sig.update({"lse_ptr": "*fp32", "delta_ptr": "*fp32", "q_off": "*i32", "k_off": "*i32",
-                "tile_entry": "*i32", "n_entries": "*i32", "sm_scale": "fp32"})
+                "tile_entry": "*i64", "n_entries": "*i32", "sm_scale": "fp32"})
     sig.update({k: "i32" for k in ints})
     sig.update({k: "constexpr" for k in const})
     src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const, attrs=_pointer_attrs(fn, sig))

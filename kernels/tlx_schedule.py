@@ -12,8 +12,10 @@ one sequence. The KV work of a tile is the number of BLOCK_N key blocks it visit
 builder, the producer warp and the consumer warpgroups all call, so their trip counts agree.
 
 Schedule (built by `build_schedule`, a single Triton program, or torch ops for huge batches; the
-launchers take it through `cached_schedule`): the non-empty entries e = b * NUM_MB + mb
-(mb*BLOCK_M < qlen) heaviest first, ties in batch order; for broadcast_q grouped by q-block first.
+launchers take it through `cached_schedule`): the non-empty entries (b, mb) (mb*BLOCK_M < qlen)
+heaviest first, ties in batch order; for broadcast_q grouped by q-block first. An entry is stored
+as the int64 `b << 32 | mb`, so `tile_at` takes b and mb as its two halves: every warp role decodes
+a tile per iteration, and a division by NUM_MB there cost ~25 instructions per warp and tile.
 "Heaviest" is the entry's KV block count while every count is below PRIORITY_BUCKETS, else that
 count scaled into PRIORITY_BUCKETS classes (the order only balances the CTAs' work; every role
 recomputes a tile's range). A counting sort builds it: one pass per non-empty (q-block,) class,
@@ -21,6 +23,10 @@ each a prefix sum over the entries, instead of a sorting network over all of the
 `tl.sort` of 8,192 keys took 0.25 ms on the H200, a sixth of a jagged self-attention forward).
 `tile_entry[i]` holds the i-th entry and `n_entries[0]` the number of non-empty ones (entries past
 it are not written).
+
+Tile decode cost (Nsight Compute, run 18, dense B768 forward): `tile_at` ran ~120 instructions per
+warp and tile in every warp role, with two signed runtime divisions (by H and by NUM_MB), ~4 % of
+the kernel's instructions; hence the packed entries and unsigned divisions.
 
 Two ways to deal the sorted tiles over the persistent CTAs (`tile_at`):
 - generic: the sorted entries are cut into windows of `tile_window` consecutive entries; inside a
@@ -148,17 +154,21 @@ def tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair, t
         mb = pair // H
         valid = (pair < H * NUM_MB) & (j < B)
         e = tl.load(tile_entry + mb * B + j, mask=valid, other=0)
-        b = e // NUM_MB
+        b = (e >> 32).to(tl.int32)
     else:
         t = _zigzag(it, pid, n_prog)
         valid = t < n_tiles
-        first = t // (tile_window * H) * tile_window  # first entry of t's window
-        width = tl.maximum(tl.minimum(tile_window, n_tiles // H - first), 1)  # the last one is short
+        # unsigned divisions (every operand >= 0): the signed sequences are longer; the JIT
+        # specialises tile_window == 1, the launchers' usual order, to tile t = (entry t // H,
+        # head t % H)
+        first = (t.to(tl.uint32) // (tile_window * H).to(tl.uint32)).to(tl.int32) * tile_window
+        width = tl.maximum(tl.minimum(tile_window, n_tiles // H - first), 1)  # the last is short
         local = t - first * H
-        h = local // width
-        e = tl.load(tile_entry + first + local % width, mask=valid, other=0)
-        b = e // NUM_MB
-        mb = e % NUM_MB
+        h = (local.to(tl.uint32) // width.to(tl.uint32)).to(tl.int32)
+        idx = first + local - h * width  # first + local % width
+        e = tl.load(tile_entry + idx, mask=valid, other=0)
+        b = (e >> 32).to(tl.int32)
+        mb = e.to(tl.int32)  # the low half
     return valid, b, h, mb
 
 
@@ -214,7 +224,7 @@ def _jfa_schedule_kernel(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, 
         pos = tl.where(hit != 0, placed + tl.cumsum(hit, 0) - 1, pos)
         placed += tl.sum(hit, 0)
         g = tl.min(tl.where(group > g, group, 0x7FFFFFFF), 0)
-    tl.store(tile_entry + pos, e, mask=valid)
+    tl.store(tile_entry + pos, (b.to(tl.int64) << 32) | mb, mask=valid)
     tl.store(n_entries, placed)
 
 
@@ -254,23 +264,25 @@ def _schedule_torch(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
     if broadcast_q and not kv_stationary:
         group = mb * n_buckets + group
     group = torch.where(valid, group, torch.iinfo(torch.int64).max)
-    tile_entry = torch.sort(group, stable=True).indices.to(torch.int32)
+    order = torch.sort(group, stable=True).indices
+    tile_entry = (b[order] << 32) | mb[order]
     n_entries = valid.sum().to(torch.int32).reshape(1)
     return tile_entry, n_entries
 
 
 def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n,
                    kv_stationary=False, use_torch=False):
-    """Sorted tile entries (int32 [B*num_mb]) and their count (int32 [1]), on the device.
+    """Sorted tile entries (int64 [B*num_mb], each `b << 32 | block`) and their count (int32 [1]),
+    on the device.
 
-    Q-stationary (forward, dq): entry = b*num_mb + q-block; block_m/block_n = query/key block rows.
-    KV-stationary (dk/dv): entry = b*num_mb + kv-block; block_m = kv block, block_n = q step rows.
+    Q-stationary (forward, dq): block = q-block; block_m/block_n = query/key block rows.
+    KV-stationary (dk/dv): block = kv-block; block_m = kv block, block_n = q step rows.
     """
     n = B * num_mb
     if use_torch or n > MAX_SCHEDULE_BLOCK:
         return _schedule_torch(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
                                block_m, block_n, kv_stationary)
-    tile_entry = torch.empty(n, device=k_off.device, dtype=torch.int32)
+    tile_entry = torch.empty(n, device=k_off.device, dtype=torch.int64)
     n_entries = torch.empty(1, device=k_off.device, dtype=torch.int32)
     block = max(16, triton.next_power_of_2(n))
     _jfa_schedule_kernel[(1,)](

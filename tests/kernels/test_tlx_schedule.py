@@ -63,10 +63,17 @@ def _probe_kernel(q_off, k_off, tile_entry, n_entries, rec, B, H, q_len, NUM_MB,
             tl.store(base + 8, first.to(tl.int32))
 
 
+def _decode(entries: torch.Tensor) -> list[tuple[int, int]]:
+    """The builders' int64 entries `b << 32 | block` as (b, block)."""
+    assert entries.dtype == torch.int64
+    return [(e >> 32, e & 0xFFFFFFFF) for e in entries.cpu().tolist()]
+
+
 def _run(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n, n_prog, resident,
          tile_window=1):
     """Every CTA's visited tiles in visiting order (rows: 1, b, h, mb, lo, nblk, a, c, first), the number
-    of q-blocks, and the schedule's entries; tile_window 0: one sequence's q-blocks, as the launchers."""
+    of q-blocks, and the schedule's entries as (b, mb); tile_window 0: one sequence's q-blocks, as
+    the launchers."""
     B = len(k_lens)
     off = lambda ls: torch.tensor([0] + ls).cumsum(0).to(DEVICE, torch.int32)
     k_off = off(k_lens)
@@ -87,7 +94,7 @@ def _run(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n, n_pr
                              CAUSAL=causal, HAS_WINDOW=window is not None, BROADCAST_Q=bcast,
                              RESIDENT=resident, BLOCK_M=block_m, BLOCK_N=block_n)
     rec = rec.view(-1, 9).cpu()
-    return rec[rec[:, 0] == 1].tolist(), num_mb, entries[:int(n_entries)].cpu().tolist()
+    return rec[rec[:, 0] == 1].tolist(), num_mb, _decode(entries[:int(n_entries)])
 
 
 def _check(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n, n_prog, resident,
@@ -151,7 +158,7 @@ def test_tile_window_order(tile_window):
     want = []
     for first in range(0, len(entries), width):
         window = entries[first:first + width]
-        want += [(e // num_mb, h, e % num_mb) for h in range(H) for e in window]
+        want += [(b, h, mb) for h in range(H) for b, mb in window]
     assert [(b, h, mb) for _, b, h, mb, *_ in tiles] == want
     assert width == 1 or len(entries) % width != 0  # the case has a short last window
 
@@ -256,4 +263,4 @@ def test_schedule_order_heaviest_first_both_builders(bcast, max_len):
     for use_torch in (False, True):
         entries, n = build_schedule(*args, use_torch=use_torch)
         assert int(n) == len(want)
-        assert entries[:len(want)].cpu().tolist() == want, use_torch
+        assert _decode(entries[:len(want)]) == [divmod(e, num_mb) for e in want], use_torch
