@@ -32,10 +32,18 @@ def test_dense_row_has_only_its_tutorial_goal():
     assert attainment(DENSE) == {("dense B4 H32 N4096 vs tutorial", "fwd"): pytest.approx(1.8 / 0.95 / 2.0)}
 
 
-def test_dense_goal_takes_the_tlx_forward_of_the_tutorials_rounds_where_recorded():
-    # --baseline-rounds: the tlx forward timed alternately with the tutorial, not with varlen
-    got = attainment(dict(DENSE, tlx_fwd_vs_tutorial_ms=1.85))
-    assert got[("dense B4 H32 N4096 vs tutorial", "fwd")] == pytest.approx(1.8 / 0.95 / 1.85)
+def test_paired_rows_take_the_median_of_their_rounds_ratios():
+    # --baseline-rounds: baseline/tlx per round, medians in *_per_tlx, not the ratio of the medians
+    paired = dict(PMA, varlen_fwd_ms_per_tlx=2.4, varlen_fwdbwd_ms_per_tlx=1.7, floor_fwd_ms=0.1)
+    got = attainment(paired)
+    assert got[("PMA q128 fill0.5", "fwd")] == pytest.approx(2.4 / 2)  # over 1.25 x floor / tlx
+    assert got[("PMA q128 fill0.5", "fwd+bwd")] == pytest.approx(1.7 / 2)
+    # the padded floor still bounds the forward goal
+    assert attainment(dict(paired, floor_fwd_ms=1.0))[("PMA q128 fill0.5", "fwd")] == pytest.approx(1.25 / 0.5)
+    got = attainment(dict(SELF, varlen_fwdbwd_ms_per_tlx=1.53, tutorial_fwd_ms_per_tlx=0.93))
+    assert got[("self B768 fill1.0", "fwd+bwd")] == pytest.approx(1.53 / 1.5)
+    assert got[("self B768 fill1.0", "fwd")] == pytest.approx(3.0 / 1.5 / 2.0)  # no paired ratio
+    assert got[("dense B768 H4 N1024 vs tutorial", "fwd")] == pytest.approx(0.93 / 0.95)
 
 
 def test_rows_without_a_pass_give_no_entry_for_it():
