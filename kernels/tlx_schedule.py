@@ -113,7 +113,6 @@ def kv_unmasked_range(m0, qlen, klen, window, lo, nblk, CAUSAL: tl.constexpr,
         j_lo = tl.where(need > 0, (need + BLOCK_N - 1) // BLOCK_N, 0)
     first = (nblk > 0) & (j_lo == 0) & (j_hi >= 1)
     a = tl.minimum(tl.maximum(j_lo, 1), nblk)
-    a = tl.maximum(a, tl.minimum(nblk, 1))
     c = tl.minimum(tl.maximum(j_hi, a), nblk)
     return first, a, c
 

@@ -2,10 +2,11 @@
 
 Plain Triton (no TLX): runs on a GPU, or on the CPU under TRITON_INTERPRET=1; skipped otherwise.
 A probe kernel walks every CTA's persistent loop exactly like the TLX kernels do (`tile_at`,
-`n_iterations`, `kv_block_range`, `kv_unmasked_range`) and records what each tile would touch. The checks: every non-empty (batch, head, q-block) tile is visited exactly
-once whatever the grid size; its KV block range covers every visible (query, key) pair; the blocks
-it runs without a mask are fully visible to every real query row, and the first block is declared
-unmasked exactly when it is.
+`n_iterations`, `kv_block_range`, `kv_unmasked_range`) and records what each tile would touch.
+The checks: every non-empty (batch, head, q-block) tile is visited exactly once whatever the grid
+size; its KV block range covers every visible (query, key) pair; the blocks it runs without a mask
+are fully visible to every real query row, and the first block is declared unmasked exactly when
+it is.
 """
 
 from __future__ import annotations
