@@ -159,8 +159,8 @@ def tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair, t
         valid = t < n_tiles
         # unsigned divisions (every operand >= 0): the signed sequences are longer; the JIT
         # specialises tile_window == 1, the launchers' usual order, to tile t = (entry t // H,
-        # head t % H)
-        first = (t.to(tl.uint32) // (tile_window * H).to(tl.uint32)).to(tl.int32) * tile_window
+        # head t % H), and H == 1 too, so their product may be a plain int (hence tl.cast)
+        first = (t.to(tl.uint32) // tl.cast(tile_window * H, tl.uint32)).to(tl.int32) * tile_window
         width = tl.maximum(tl.minimum(tile_window, n_tiles // H - first), 1)  # the last is short
         local = t - first * H
         h = (local.to(tl.uint32) // width.to(tl.uint32)).to(tl.int32)

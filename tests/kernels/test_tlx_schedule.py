@@ -265,3 +265,40 @@ def test_schedule_order_heaviest_first_both_builders(bcast, max_len):
         entries, n = build_schedule(*args, use_torch=use_torch)
         assert int(n) == len(want)
         assert _decode(entries[:len(want)]) == [divmod(e, num_mb) for e in want], use_torch
+
+
+# The probe's integer arguments. The JIT turns an integer argument equal to 1 into a compile-time
+# constant (a plain int inside the kernel), so the helpers must compile with any of them at 1.
+_PROBE_INTS = ("B", "H", "q_len", "NUM_MB", "window", "ctas_per_pair", "tile_window", "MAX_IT")
+
+
+def compile_probe_with_ones(resident: bool) -> None:
+    """Compiles the probe for sm_90 ahead of time with every integer argument specialised to 1."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    constants = dict(CAUSAL=True, HAS_WINDOW=True, BROADCAST_Q=resident, RESIDENT=resident,
+                     BLOCK_M=128, BLOCK_N=64, **{name: 1 for name in _PROBE_INTS})
+    signature = {"q_off": "*i32", "k_off": "*i32", "tile_entry": "*i64", "n_entries": "*i32",
+                 "rec": "*i32", **{name: "constexpr" for name in constants}}
+    source = ASTSource(_probe_kernel, signature, constants)
+    triton.compile(source, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
+
+
+@pytest.mark.parametrize("resident", [False, True])
+def test_helpers_compile_with_integer_arguments_of_one(resident):
+    """A launch with one head (or one of any count) compiles: the H200 run of 2026-12-01 failed to
+    compile the dK/dV pass of every single-KV-head call (`(tile_window * H).to(...)` on an int)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("triton.backends.nvidia")
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
+    code = ("from tests.kernels.test_tlx_schedule import compile_probe_with_ones as c; "
+            f"c({resident})")
+    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
