@@ -285,6 +285,9 @@ def jfa_bwd_dkdv_kernel(
         # one Q/dO slot (the launcher's NUM_BUF_Q = 1); dS^T and the dQ partials live in the K/V
         # halves (`_dkdv_one_step`): fp32 [64, D/2] views of them
         tl.static_assert(NUM_BUF_Q == 1, "ONE_STEP uses one Q/dO slot")
+        # dS^T [64 keys, 128 queries] fills a V half [64, HEAD_DIM], and an fp32 [64, D/2] partial
+        # a 16-bit K/V half, byte for byte
+        tl.static_assert(HEAD_DIM == BLOCK_MQ and ELEM == 2, "ONE_STEP: D = 128, 16-bit inputs")
         dq_stage_k = tlx.local_alloc((HALF, DQ_COLS), tl.float32, 2 * NUM_BUF_KV, reuse=k_tiles)
         dq_stage_v = tlx.local_alloc((HALF, DQ_COLS), tl.float32, 2 * NUM_BUF_KV, reuse=v_tiles)
     elif FUSED_DQ:
@@ -321,7 +324,9 @@ def jfa_bwd_dkdv_kernel(
                             tlx.async_descriptor_load(desc_v, v_tiles[2 * slot + c],
                                                       [kv_row0 + n0 + c * HALF, hk * HEAD_DIM], bar)
                         cnt_kv += 1
-                        for s in range(0, G * nsteps):
+                        # ONE_STEP: exactly the one step its consumers take (the launcher's
+                        # promise makes G * nsteps 1; a mismatch must not hang the slot ring)
+                        for s in range(0, 1 if ONE_STEP else G * nsteps):
                             h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)
                             q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
                             if not ONE_STEP:
