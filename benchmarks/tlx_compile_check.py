@@ -66,7 +66,8 @@ def compile_fwd(cfg, d, dt, causal, window, bcast):
                  NUM_BUF_Q=cfg.num_buf_q, NUM_BUF_KV=cfg.num_buf_kv,
                  CONSUMER_REGS=cfg.consumer_regs, CAUSAL=causal, HAS_WINDOW=window,
                  BROADCAST_Q=bcast, RESIDENT=bcast, TMA_STORE_O=cfg.tma_store_o,
-                 SKIP_IDLE_GROUPS=cfg.skip_idle_groups, LATE_P_CAST=cfg.late_p_cast)
+                 SKIP_IDLE_GROUPS=cfg.skip_idle_groups, LATE_P_CAST=cfg.late_p_cast,
+                 RUNTIME_MASK=cfg.runtime_mask)
     for k in const:
         sig[k] = "constexpr"
     src = triton.compiler.ASTSource(fn=jfa_fwd_kernel, signature=sig, constexprs=const,
@@ -155,11 +156,15 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
 
 def report(name, k, dump=None):
     ptx = k.asm["ptx"]
+    import re
+
     regs, stack, _, local, spill, sass = _resources(k)
     counts = " ".join(f"{w.split('.')[0] if w != 'wgmma.mma_async' else 'wgmma'}="
                       f"{ptx.count(w)}" for w in PTX_WORDS if ptx.count(w))
+    # SASS instructions (the code size: instruction fetch stalls grow with it, run 18)
+    n_sass = len(re.findall(r"^\s+/\*[0-9a-f]{4,6}\*/", sass, re.M))
     print(f"{name}: regs={regs} stack={stack} STL/LDL={spill} smem={k.metadata.shared} "
-          f"warps={k.metadata.num_warps} | {counts}", flush=True)
+          f"warps={k.metadata.num_warps} sass={n_sass} | {counts}", flush=True)
     if dump:
         os.makedirs(dump, exist_ok=True)
         fn = name.replace(" ", "_").replace("=", "")

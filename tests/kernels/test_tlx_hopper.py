@@ -524,17 +524,20 @@ def test_skipping_idle_groups_changes_no_stored_value(case):
 def flip_cases() -> list[Case]:
     # PMA q<=128 (late cast by default), PMA q192 and self/cross (early by default); causal and
     # windowed masks (a window >= 64 lets a first block be whole for some q-blocks only), GQA, odd
-    # lengths, q_len < 128, sequences without keys
+    # lengths (masked tail blocks), q_len < 128, sequences without keys, D=64
     return [Case("bcast", 100, 128, 300, 3, 3), Case("bcast", 50, 100, 129, 2, 2, 128, "bf16", True),
             Case("bcast", 60, 128, 200, 2, 2, 128, "fp16", False, 37),
             Case("bcast", 300, 192, 260, 2, 1), Case("self", 40, 300, 300, 4, 2, 128, "bf16", True),
             Case("self", 30, 400, 400, 2, 2, 128, "bf16", False, 100),
-            Case("cross", 30, 100, 100, 2, 2, 128, "bf16", lens="empty_kv")]
+            Case("cross", 30, 100, 100, 2, 2, 128, "bf16", lens="empty_kv"),
+            Case("cross", 30, 200, 333, 4, 2, 64, "bf16", True, 100),
+            Case("self", 40, 333, 333, 2, 2, 64, "bf16")]
 
 
 # FwdConfig fields whose two values compute the same O and LSE bit for bit: each only moves work
-# (the P cast after the next QK^T's issue)
-FWD_IDENTITY_SWITCHES = ("late_p_cast",)
+# (the P cast after the next QK^T's issue; the mask decided per block at run time instead of
+# compiled into separate loops)
+FWD_IDENTITY_SWITCHES = ("late_p_cast", "runtime_mask")
 
 
 @pytest.mark.gpu
