@@ -7,12 +7,20 @@
 Prints a markdown table: the SASS instructions with the most warp-stall samples, each with its
 share of all samples and its two largest stall reasons, then the samples summed by instruction
 kind (opcode) and by stall reason.
+
+    python -m benchmarks.ncu_sass_hotspots sass.csv --by-role
+
+instead sums the samples per warp role of a warp-specialised kernel: the code between two
+`USETMAXREG` instructions (each role's register reallocation opens its code), one row per region
+with its instructions, executions, samples and stall reasons (run 19 compared the dense B768
+consumers with the TLX tutorial's this way).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 from collections import Counter
 
 SAMPLES = "Warp Stall Sampling (All Samples)"
@@ -20,8 +28,9 @@ SAMPLES = "Warp Stall Sampling (All Samples)"
 
 def read_sass(path: str) -> list[dict[str, str]]:
     """The rows of an `ncu --page source --csv --print-source sass` export (its first line names the
-    kernel, the second is the header)."""
-    with open(path, newline="") as f:
+    kernel, the second is the header; gzipped if the name ends in .gz)."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", newline="") as f:
         lines = list(csv.reader(f))
     header_at = next(i for i, row in enumerate(lines) if SAMPLES in row)
     header = lines[header_at]
@@ -59,12 +68,51 @@ def hotspots(rows: list[dict[str, str]], top: int) -> str:
     return "\n".join(out)
 
 
+REASONS = 6  # stall reasons shown per role
+
+
+def roles(rows: list[dict[str, str]]) -> str:
+    """Samples per code region, a new region at each `USETMAXREG` (the warp roles' entries) and
+    after each unpredicated `EXIT`; regions with no executions are left out."""
+    regions: list[dict] = []
+
+    def start(row_index: int, label: str) -> None:
+        regions.append(dict(first=row_index, label=label, n=0, executed=0, samples=0, reasons=Counter()))
+
+    start(0, "entry")
+    for i, r in enumerate(rows):
+        source = r["Source"].strip()
+        if "USETMAXREG" in source:
+            start(i, source.split(",")[0])
+        region = regions[-1]
+        region["n"] += 1
+        region["executed"] += _count(r, "Instructions Executed")
+        region["samples"] += _count(r, SAMPLES)
+        region["reasons"].update(_reasons(r))
+        if source == "EXIT":
+            start(i + 1, "after EXIT")
+    total = sum(g["samples"] for g in regions) or 1
+    out = [f"{total:,} stall samples", "",
+           "| first row | entry | instructions | executed | samples | share | top stall reasons (samples) |",
+           "|--:|---|--:|--:|--:|--:|---|"]
+    for g in regions:
+        if g["executed"] == 0:
+            continue
+        why = ", ".join(f"{k} {v:,}" for k, v in g["reasons"].most_common(REASONS) if v)
+        out.append(f"| {g['first']} | `{g['label']}` | {g['n']:,} | {g['executed']:,} | {g['samples']:,} "
+                   f"| {g['samples'] / total:.1%} | {why} |")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("csv")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--by-role", action="store_true",
+                    help="samples per warp role (code between USETMAXREG instructions) instead")
     args = ap.parse_args()
-    print(hotspots(read_sass(args.csv), args.top))
+    rows = read_sass(args.csv)
+    print(roles(rows) if args.by_role else hotspots(rows, args.top))
 
 
 if __name__ == "__main__":

@@ -25,3 +25,31 @@ def test_hotspots_rank_instructions_and_sum_by_opcode_and_reason(tmp_path):
     assert "| BAR.SYNC" not in table                       # beyond --top
     assert "| FMUL | 96.4% |" in table and "| BRA | 2.7% |" in table  # predicates stripped
     assert "| long_sb | 7.9% |" in table and "| barrier | 1.2% |" in table
+
+
+ROLES_CSV = '''"Kernel Name","k",
+"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed","stall_long_sb","stall_barrier","stall_no_inst"
+"0x10","      S2R R1, SR_TID.X","0","12","0","0","0"
+"0x20","      USETMAXREG.DEALLOC.CTAPOOL 0x28","1","12","1","0","0"
+"0x30","      SYNCS.PHASECHK.TRANS64.TRYWAIT P1, [UR4], R2","40","400","38","0","2"
+"0x40","      EXIT","0","4","0","0","0"
+"0x50","      USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xe8","2","8","0","1","1"
+"0x60","      BAR.SYNC.DEFER_BLOCKING 0x3, 0x80","30","1,600","0","25","5"
+"0x70","      FMUL R3, R3, R3","0","0","0","0","0"
+'''
+
+
+def test_roles_sum_samples_per_warp_role(tmp_path):
+    from benchmarks.ncu_sass_hotspots import roles
+
+    path = tmp_path / "sass.csv"
+    path.write_text(ROLES_CSV)
+    lines = roles(read_sass(str(path))).splitlines()
+    assert lines[0] == "73 stall samples"
+    body = lines[4:]
+    # the entry (S2R) and the two roles; "after EXIT" starts the consumer's region at row 4 but
+    # the USETMAXREG opens a new one there too: the empty one between is left out
+    assert len(body) == 3, body
+    assert body[0].startswith("| 0 | `entry` | 1 | 12 | 0 | 0.0% |")
+    assert body[1].startswith("| 1 | `USETMAXREG.DEALLOC.CTAPOOL 0x28` | 3 | 416 | 41 | 56.2% | long_sb 39, no_inst 2")
+    assert body[2].startswith("| 4 | `USETMAXREG.TRY_ALLOC.CTAPOOL UP0` | 3 | 1,608 | 32 | 43.8% | barrier 26, no_inst 6")
