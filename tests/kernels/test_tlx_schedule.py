@@ -289,16 +289,10 @@ def compile_probe_with_ones(resident: bool) -> None:
 def test_helpers_compile_with_integer_arguments_of_one(resident):
     """A launch with one head (or one of any count) compiles: the H200 run of 2026-12-01 failed to
     compile the dK/dV pass of every single-KV-head call (`(tile_window * H).to(...)` on an int)."""
-    import subprocess
-    import sys
-    from pathlib import Path
+    from tests.kernels.compiled_subprocess import run_without_interpreter
 
     pytest.importorskip("triton.backends.nvidia")
-    root = Path(__file__).resolve().parents[2]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
     code = ("from tests.kernels.test_tlx_schedule import compile_probe_with_ones as c; "
             f"c({resident})")
-    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True,
-                            text=True, timeout=300)
+    result = run_without_interpreter(["-c", code], timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -12,14 +12,10 @@ Run directly to print the summary: ``python tests/kernels/test_triton_aot_compil
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 # (name, dtype, head_dim, masking and broadcast_q on): bf16 at the benchmark's head dim, plain and
 # with every option; fp32 (IEEE dots) at a head dim that is not a power of 2
 VARIANTS = [
@@ -83,9 +79,9 @@ def compile_kernels(arch: int) -> dict[str, dict[str, bool]]:
 @pytest.mark.parametrize("arch", [90, 80])
 def test_kernels_compile_for_gpu_targets(arch: int) -> None:
     pytest.importorskip("triton.backends.nvidia")
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
-    result = subprocess.run([sys.executable, __file__, str(arch)], env=env, capture_output=True, text=True, timeout=540)
+    from tests.kernels.compiled_subprocess import run_without_interpreter
+
+    result = run_without_interpreter([__file__, str(arch)], timeout=540)
     assert result.returncode == 0, result.stderr[-4000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert len(summary) == 4 * len(VARIANTS)
