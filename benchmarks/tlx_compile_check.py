@@ -83,7 +83,8 @@ def _pointer_attrs(fn, sig):
 
 
 def _resources(k):
-    """(registers, spill stores, stack) from cuobjdump's resource usage of the cubin."""
+    """(registers, stack, shared, local, spilled words "STL/LDL", SASS instruction count, SASS)
+    from cuobjdump's resource usage and disassembly of the cubin."""
     import re
     import subprocess
     import tempfile
@@ -96,7 +97,9 @@ def _resources(k):
         sass = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout
     m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", res.stdout)
     spill = f"{len(re.findall(r'STL', sass))}/{len(re.findall(r'LDL', sass))}"
-    return (m.groups() if m else ("?", "?", "?", "?")) + (spill, sass)
+    # the code size: instruction fetch stalls grow with it (run 18)
+    n_sass = len(re.findall(r"^\s+/\*[0-9a-f]{4,6}\*/", sass, re.M))
+    return (m.groups() if m else ("?", "?", "?", "?")) + (spill, n_sass, sass)
 
 
 def bwd_variants():
@@ -118,11 +121,10 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
     from kernels.tlx_hopper_bwd import jfa_bwd_dkdv_kernel, jfa_bwd_dq_kernel
 
     cfg = dataclasses.replace(bwd_config(d, bcast, q_len, num_heads=4, num_sms=132), **(overrides or {}))
+    fused = fuses_dq(cfg, d, bcast, deterministic=False)
     # the dK/dV pass's query step (128 rows where dkdv_one_step applies: q_len here, one q head
     # per KV head); the dq pass loads 64-row Q/dO tiles
-    step, buf_q = dkdv_step(cfg, fuses_dq(cfg, d, bcast, deterministic=False), bcast, q_len, 4, 4)
-    if kern == "dq":
-        step = 64
+    step, buf_q = dkdv_step(cfg, fused, bcast, q_len, 4, 4) if kern == "dkdv" else (64, 0)
     sig = {"desc_q": _tdesc(dt, step, d), "desc_do": _tdesc(dt, step, d), "desc_k": _tdesc(dt, 64, d),
            "desc_v": _tdesc(dt, 64, d)}
     if kern == "dkdv":
@@ -132,7 +134,6 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
                     "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}"})
         ints = ("window", "B", "HKV", "G", "q_len", "NUM_NB", "total_out", "tile_window")
         _check_config(cfg, d)
-        fused = fuses_dq(cfg, d, bcast, deterministic=False)
         const = dict(HEAD_DIM=d, NUM_BUF_Q=buf_q, CONSUMER_REGS=cfg.dkdv_regs,
                      CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast,
                      TMA_EPILOGUE=cfg.dkdv_tma_store, FUSED_DQ=fused,
@@ -156,13 +157,9 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
 
 def report(name, k, dump=None):
     ptx = k.asm["ptx"]
-    import re
-
-    regs, stack, _, local, spill, sass = _resources(k)
+    regs, stack, _, local, spill, n_sass, sass = _resources(k)
     counts = " ".join(f"{w.split('.')[0] if w != 'wgmma.mma_async' else 'wgmma'}="
                       f"{ptx.count(w)}" for w in PTX_WORDS if ptx.count(w))
-    # SASS instructions (the code size: instruction fetch stalls grow with it, run 18)
-    n_sass = len(re.findall(r"^\s+/\*[0-9a-f]{4,6}\*/", sass, re.M))
     print(f"{name}: regs={regs} stack={stack} STL/LDL={spill} smem={k.metadata.shared} "
           f"warps={k.metadata.num_warps} sass={n_sass} | {counts}", flush=True)
     if dump:
