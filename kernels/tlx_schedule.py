@@ -15,7 +15,9 @@ Schedule (built by `build_schedule`, a single Triton program, or torch ops for h
 launchers take it through `cached_schedule`): the non-empty entries (b, mb) (mb*BLOCK_M < qlen)
 heaviest first, ties in batch order; for broadcast_q grouped by q-block first. An entry is stored
 as the int64 `b << 32 | mb`, so `tile_at` takes b and mb as its two halves: every warp role decodes
-a tile per iteration, and a division by NUM_MB there cost ~25 instructions per warp and tile.
+a tile per iteration (run 18, dense B768 forward: ~120 instructions per warp and tile with two
+signed runtime divisions, by H and by NUM_MB, ~4 % of the kernel's instructions), so the decode
+has no division by NUM_MB and its window divisions are unsigned.
 "Heaviest" is the entry's KV block count while every count is below PRIORITY_BUCKETS, else that
 count scaled into PRIORITY_BUCKETS classes (the order only balances the CTAs' work; every role
 recomputes a tile's range). A counting sort builds it: one pass per non-empty (q-block,) class,
@@ -23,10 +25,6 @@ each a prefix sum over the entries, instead of a sorting network over all of the
 `tl.sort` of 8,192 keys took 0.25 ms on the H200, a sixth of a jagged self-attention forward).
 `tile_entry[i]` holds the i-th entry and `n_entries[0]` the number of non-empty ones (entries past
 it are not written).
-
-Tile decode cost (Nsight Compute, run 18, dense B768 forward): `tile_at` ran ~120 instructions per
-warp and tile in every warp role, with two signed runtime divisions (by H and by NUM_MB), ~4 % of
-the kernel's instructions; hence the packed entries and unsigned divisions.
 
 Two ways to deal the sorted tiles over the persistent CTAs (`tile_at`):
 - generic: the sorted entries are cut into windows of `tile_window` consecutive entries; inside a
