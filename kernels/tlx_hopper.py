@@ -119,14 +119,6 @@ class FwdConfig:
     # -2.6 % at fill 0.9 (3 A/Bs; fill 0.5 0 to -7 %); with BLOCK_N=128 (self/cross) or 3 groups
     # (PMA q192) 52-55 words spill and it lost up to 16 %, so `fwd_config` takes it for the former
     late_p_cast: bool = False
-    # the masked tail blocks run in the unmasked bulk's loop and the first block's two softmax
-    # copies become one, the mask under a runtime branch: one copy of the consumer's block code
-    # instead of two (self/dense D=128 SASS 7,008 -> 5,384 instructions). Run 18's Nsight Compute
-    # on dense B768 put the consumers' extra stall samples against the tutorial on instruction
-    # fetch (no_inst, +2.8 % of their samples; our code twice the tutorial's size) and the
-    # warpgroup barrier at the loop head (+3.6 %). Outputs are bit-identical. Prepared in session
-    # 17, not yet run on the GPU
-    runtime_mask: bool = False
 
     @property
     def block_m(self) -> int:
@@ -258,7 +250,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         NUM_BUF_KV=cfg.num_buf_kv, CONSUMER_REGS=cfg.consumer_regs, CAUSAL=bool(params.causal),
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
         TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
-        LATE_P_CAST=cfg.late_p_cast, RUNTIME_MASK=cfg.runtime_mask, num_warps=4,
+        LATE_P_CAST=cfg.late_p_cast, num_warps=4,
         num_stages=1)
     return out, lse
 

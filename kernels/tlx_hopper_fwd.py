@@ -57,12 +57,10 @@ def _pingpong_leave(cid: tl.constexpr, NUM_GROUPS: tl.constexpr):
 
 @triton.jit
 def _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window, CAUSAL: tl.constexpr,
-                   HAS_WINDOW: tl.constexpr, MASK, BLOCK_N: tl.constexpr):
+                   HAS_WINDOW: tl.constexpr, MASK: tl.constexpr, BLOCK_N: tl.constexpr):
     """Online-softmax update for one score block; returns (p fp32, alpha, m_i, l_i).
 
     m_i is the running max of the base-2 scaled scores; -inf while a row has seen no visible key.
-    MASK: a constant (the masking code compiled in or not) or, with RUNTIME_MASK, a scalar decided
-    per block (one copy of the block's code, the mask under a branch).
     """
     if MASK:
         # compare block-local columns with per-row thresholds: nothing 2-D is loop invariant,
@@ -100,7 +98,7 @@ def _release_staged_q_slot(q_empties, release, held_o):
 def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p,
                       m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
                       cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
-                      CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, MASK,
+                      CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, MASK: tl.constexpr,
                       BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr, dtype: tl.constexpr):
     """Steady state: QK^T of block cnt overlapped with PV of block cnt-1 (p holds its probs: in
     the MMA dtype, or fp32 with LATE_P_CAST, cast only once this block's QK^T is issued, so the
@@ -139,7 +137,7 @@ def jfa_fwd_kernel(
     NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
-    LATE_P_CAST: tl.constexpr, RUNTIME_MASK: tl.constexpr,
+    LATE_P_CAST: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -301,11 +299,7 @@ def jfa_fwd_kernel(
                             tlx.barrier_arrive(k_empties[k_idx], 1)
                             # a runtime branch: the mask costs ~100 instructions per consumer and
                             # tile (sm_90 SASS), the per-tile code where ours outgrew the tutorial's
-                            if RUNTIME_MASK:  # one copy of the softmax, the mask under the branch
-                                p_f32, alpha, m_i, l_i = _softmax_block(
-                                    qk, m_i, l_i, qk_scale, rows, lo, klen, window, CAUSAL,
-                                    HAS_WINDOW, first_full == 0, BLOCK_N)
-                            elif first_full:  # every real row sees all its keys: no-op mask
+                            if first_full:  # every real row sees all its keys: the mask is a no-op
                                 p_f32, alpha, m_i, l_i = _softmax_block(
                                     qk, m_i, l_i, qk_scale, rows, lo, klen, window, CAUSAL,
                                     HAS_WINDOW, False, BLOCK_N)
@@ -325,28 +319,18 @@ def jfa_fwd_kernel(
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                     qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
                                     BLOCK_N, LATE_P_CAST, dtype)
-                            if RUNTIME_MASK:
-                                # the tail in the bulk's loop, masked from block c on: one copy of
-                                # the block's code instead of two
-                                for j in range(a, nblk):
-                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
-                                        q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
-                                        v_empties, acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows,
-                                        klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
-                                        HAS_WINDOW, j >= c, BLOCK_N, LATE_P_CAST, dtype)
-                            else:
-                                for j in range(a, c):
-                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
-                                        q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
-                                        v_empties, acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows,
-                                        klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
-                                        HAS_WINDOW, False, BLOCK_N, LATE_P_CAST, dtype)
-                                for j in range(c, nblk):
-                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
-                                        q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
-                                        v_empties, acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows,
-                                        klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
-                                        HAS_WINDOW, True, BLOCK_N, LATE_P_CAST, dtype)
+                            for j in range(a, c):
+                                acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
+                                    q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                                    acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
+                                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False,
+                                    BLOCK_N, LATE_P_CAST, dtype)
+                            for j in range(c, nblk):
+                                acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
+                                    q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                                    acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
+                                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
+                                    BLOCK_N, LATE_P_CAST, dtype)
                             # epilogue: PV of the last block
                             v_idx, v_phase = _bufidx_phase(cnt_kv - 1, NUM_BUF_KV)
                             tlx.barrier_wait(v_fulls[v_idx], v_phase)

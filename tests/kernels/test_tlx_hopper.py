@@ -535,9 +535,8 @@ def flip_cases() -> list[Case]:
 
 
 # FwdConfig fields whose two values compute the same O and LSE bit for bit: each only moves work
-# (the P cast after the next QK^T's issue; the mask decided per block at run time instead of
-# compiled into separate loops)
-FWD_IDENTITY_SWITCHES = ("late_p_cast", "runtime_mask")
+# (the P cast after the next QK^T's issue)
+FWD_IDENTITY_SWITCHES = ("late_p_cast",)
 
 
 @pytest.mark.gpu

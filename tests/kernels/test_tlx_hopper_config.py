@@ -111,9 +111,3 @@ def test_dkdv_one_step_off_by_default():
     # prepared in session 17, not yet run on the GPU: no launcher choice takes it
     for broadcast_q, q_len in ((True, 128), (True, 192), (False, 0)):
         assert not bwd_config(128, broadcast_q, q_len, 4, 132).dkdv_one_step
-
-
-def test_runtime_mask_off_by_default():
-    # prepared in session 17, not yet run on the GPU: no launcher choice takes it
-    for head_dim, broadcast_q, q_len in ((128, False, 0), (128, True, 128), (128, True, 192), (64, False, 0)):
-        assert not fwd_config(head_dim, broadcast_q, q_len).runtime_mask
