@@ -3,8 +3,7 @@
     python -m benchmarks.tlx_bwd_bound_variants DEST {noreduce,nodq}
     (cd DEST && PYTHONPATH=$PWD python -m benchmarks.tlx_hopper_bench --bwd --only PMA)
 
-Copies `kernels/` and `benchmarks/` to DEST and edits the 64-row stepping path of DEST's
-`tlx_hopper_bwd.py` (the default; `dkdv_one_step` is left as it is):
+Copies `kernels/` and `benchmarks/` to DEST and edits DEST's `tlx_hopper_bwd.py`:
 - noreduce: the per-step TMA reduce-add of the dQ partial is dropped (its staging is kept);
 - nodq: also the dS^T publish, its barrier and the two dQ GEMMs (the staged partial becomes
   zeros plus the step's LSE, a value of the step, as run 19 measured it).
@@ -20,28 +19,28 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-REDUCE_ADD = """                                    tlx.async_descriptor_store(desc_dq, stage,
-                                                               [q_row0 + i0, h * HEAD_DIM + cid * DQ_COLS],
-                                                               store_reduce="add")
+REDUCE_ADD = """                                tlx.async_descriptor_store(desc_dq, stage,
+                                                           [q_row0 + i0, h * HEAD_DIM + cid * DQ_COLS],
+                                                           store_reduce="add")
 """
-DQ_GEMMS = """                                    tlx.fence("async_shared")
-                                    tlx.local_store(ds_tiles[cid], dst)
-                                    tlx.fence("async_shared")
-                                    tlx.named_barrier_wait(DS_READY_BAR, 256)
-                                    k0 = _opaque(2 * slot)
-                                    d0 = _opaque(0)
-                                    dq = tlx.async_dot(
-                                        tlx.local_trans(ds_tiles[d0]),
-                                        tlx.local_slice(k_tiles[k0], [0, cid * DQ_COLS],
-                                                        [HALF, DQ_COLS]))
-                                    dq = tlx.async_dot(
-                                        tlx.local_trans(ds_tiles[d0 + 1]),
-                                        tlx.local_slice(k_tiles[k0 + 1], [0, cid * DQ_COLS],
-                                                        [HALF, DQ_COLS]), dq)
+DQ_GEMMS = """                                tlx.fence("async_shared")
+                                tlx.local_store(ds_tiles[cid], dst)
+                                tlx.fence("async_shared")
+                                tlx.named_barrier_wait(DS_READY_BAR, 256)
+                                k0 = _opaque(2 * slot)
+                                d0 = _opaque(0)
+                                dq = tlx.async_dot(
+                                    tlx.local_trans(ds_tiles[d0]),
+                                    tlx.local_slice(k_tiles[k0], [0, cid * DQ_COLS],
+                                                    [HALF, DQ_COLS]))
+                                dq = tlx.async_dot(
+                                    tlx.local_trans(ds_tiles[d0 + 1]),
+                                    tlx.local_slice(k_tiles[k0 + 1], [0, cid * DQ_COLS],
+                                                    [HALF, DQ_COLS]), dq)
 """
-DQ_ZEROS = """                                    dq = tl.zeros([BLOCK_MQ, DQ_COLS], dtype=tl.float32) + lse2[:, None]
+DQ_ZEROS = """                                dq = tl.zeros([BLOCK_MQ, DQ_COLS], dtype=tl.float32) + lse2[:, None]
 """
-DQ_WAIT = """                                    dq = tlx.async_dot_wait(0, dq)
+DQ_WAIT = """                                dq = tlx.async_dot_wait(0, dq)
 """
 VARIANTS = {
     "noreduce": [(REDUCE_ADD, "")],

@@ -116,15 +116,11 @@ def bwd_variants():
 def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides: dict | None = None):
     import dataclasses
 
-    from kernels.tlx_hopper import _check_config, bwd_config, dkdv_step, fuses_dq
+    from kernels.tlx_hopper import _check_config, bwd_config, fuses_dq
     from kernels.tlx_hopper_bwd import jfa_bwd_dkdv_kernel, jfa_bwd_dq_kernel
 
     cfg = dataclasses.replace(bwd_config(d, bcast, q_len, num_heads=4, num_sms=132), **(overrides or {}))
-    fused = fuses_dq(cfg, d, bcast, deterministic=False)
-    # the dK/dV pass's query step (128 rows where dkdv_one_step applies: q_len here, one q head
-    # per KV head); the dq pass loads 64-row Q/dO tiles
-    step, buf_q = dkdv_step(cfg, fused, bcast, q_len, 4, 4) if kern == "dkdv" else (64, 0)
-    sig = {"desc_q": _tdesc(dt, step, d), "desc_do": _tdesc(dt, step, d), "desc_k": _tdesc(dt, 64, d),
+    sig = {"desc_q": _tdesc(dt, 64, d), "desc_do": _tdesc(dt, 64, d), "desc_k": _tdesc(dt, 64, d),
            "desc_v": _tdesc(dt, 64, d)}
     if kern == "dkdv":
         fn = jfa_bwd_dkdv_kernel
@@ -133,10 +129,11 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
                     "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}"})
         ints = ("window", "B", "HKV", "G", "q_len", "NUM_NB", "total_out", "tile_window")
         _check_config(cfg, d)
-        const = dict(HEAD_DIM=d, NUM_BUF_Q=buf_q, CONSUMER_REGS=cfg.dkdv_regs,
+        fused = fuses_dq(cfg, d, bcast, deterministic=False)
+        const = dict(HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs,
                      CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast,
                      TMA_EPILOGUE=cfg.dkdv_tma_store, FUSED_DQ=fused,
-                     EARLY_Q_RELEASE=cfg.dkdv_early_q_release, BLOCK_MQ=step)
+                     EARLY_Q_RELEASE=cfg.dkdv_early_q_release)
     else:
         fn = jfa_bwd_dq_kernel
         sig["desc_k"] = sig["desc_v"] = _tdesc(dt, cfg.dq_block_n, d)

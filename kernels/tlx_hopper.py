@@ -285,12 +285,6 @@ class BwdConfig:
     # backward on PMA q128/q192 fill 0.9 and -6..-8 % in 2 of 3 samples at q128 fill 0.5, but
     # +0..+6 % on self and +1 % on dense B4 H32, so `bwd_config` takes it for broadcast_q only
     dkdv_early_q_release: bool = False
-    # fused dK/dV pass, broadcast_q with q_len <= 128 and one query head per KV head: each tile's
-    # single query step is 128 rows (`dkdv_step`), S^T/dP^T with N = 128, dK/dV not carried across
-    # steps, one Q/dO slot released once dV/dK are done (so dkdv_buf_q and dkdv_early_q_release
-    # do not apply): the kernel's ONE_STEP. Prepared in session 17 for PMA q128, whose forward+
-    # backward is ~73 % this pass; not yet run on the GPU
-    dkdv_one_step: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -316,16 +310,7 @@ def fuses_dq(cfg: BwdConfig, head_dim: int, broadcast_q: bool, deterministic: bo
 
 
 DKDV_BLOCK_N = 128  # KV rows per dk/dv tile
-
-
-def dkdv_step(cfg: BwdConfig, fused_dq: bool, broadcast_q: bool, q_len: int, num_heads: int,
-              num_kv_heads: int) -> tuple[int, int]:
-    """(query rows per dK/dV step, Q/dO slots): (128, 1) where `BwdConfig.dkdv_one_step` applies
-    (every tile then has at most one step; the kernel's ONE_STEP), else (64, dkdv_buf_q)."""
-    if (cfg.dkdv_one_step and fused_dq and broadcast_q and q_len <= 128
-            and num_heads == num_kv_heads):
-        return 128, 1
-    return 64, cfg.dkdv_buf_q
+DKDV_STEP = 64      # query rows per dk/dv step
 
 
 def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, params,
@@ -374,9 +359,8 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         out, grad_out, delta, dq_acc, total_out, hq, HEAD_DIM=d, BLOCK_R=64,
         ZERO_DQ=zero_in_preprocess, num_warps=4)
 
-    step, buf_q = dkdv_step(cfg, fused_dq, broadcast, q_len, hq, hkv)
-    desc_q = _descriptor(query, query.shape[0], step)
-    desc_do = _descriptor(grad_out, total_out, step)
+    desc_q = _descriptor(query, query.shape[0], 64)
+    desc_do = _descriptor(grad_out, total_out, 64)
     desc_k = _descriptor(key, key.shape[0], 64)
     desc_v = _descriptor(value, value.shape[0], 64)
     q_off = query_offset if query_offset is not None else key_offset
@@ -384,7 +368,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     # dK, dV: KV-stationary
     num_nb = max(1, triton_cdiv(int(params.max_seq_len_kv), DKDV_BLOCK_N))
     entries, n_entries = cached_schedule(query_offset, key_offset, B, q_len, num_nb, window, causal,
-                                         broadcast, DKDV_BLOCK_N, step, kv_stationary=True)
+                                         broadcast, DKDV_BLOCK_N, DKDV_STEP, kv_stationary=True)
     if cfg.dkdv_tma_store:
         desc_dk, desc_dv = _descriptor(dk, dk.shape[0], 64), _descriptor(dv, dv.shape[0], 64)
     else:
@@ -395,10 +379,9 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv, desc_dq, dk, dv, lse, delta, q_off,
         key_offset, entries, n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out,
         cfg.tile_window or num_nb,
-        HEAD_DIM=d, NUM_BUF_Q=buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
+        HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, BLOCK_MQ=step, num_warps=4,
-        num_stages=1)
+        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, num_warps=4, num_stages=1)
     if fused_dq:
         return dq_acc.to(query.dtype), dk, dv
 

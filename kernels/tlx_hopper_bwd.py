@@ -29,11 +29,6 @@ over the step's Q (c = 0) or dO (c = 1) tile and reduce-adds it into an fp32 dQ 
 read it. Keys past klen get P = 0 (their dS would reach dQ). broadcast_q: every tile adds into the
 same q_len rows (fp32, L2-resident).
 
-ONE_STEP (`BwdConfig.dkdv_one_step`, off; BLOCK_MQ = 128): where every tile has a single query
-step (broadcast_q with q_len <= 128, one q head per KV head), that step is 128 rows and nothing is
-carried across steps; one Q/dO slot, dS^T and the dQ partials staged in the K/V halves, the row
-statistics loaded by the consumers (`_dkdv_one_step`).
-
 Row statistics: pass 1's producer loads each query step's LSE/delta and stores them beside the
 step's Q/dO slot, so pass 1's consumers issue no global loads (run 16: loaded by the consumers,
 in the step or a step ahead, they stalled the step's math; the producer waits for them off the
@@ -156,89 +151,6 @@ def _release_held_q_slot(q_empties, held_q):
 
 
 @triton.jit
-def _dkdv_one_step(k_tiles, v_tiles, qdo_tiles, dq_stage_k, dq_stage_v, q_fulls, q_empties,
-                   kv_empties, desc_dq, lse_ptr, delta_ptr, total_out, slot, cnt_q, held_slot, hk,
-                   qlo, q_row0, out_row0, qlen, kv_pos, klen, window, qk_scale, sm_scale,
-                   cid: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-                   HAS_WINDOW: tl.constexpr, TMA_EPILOGUE: tl.constexpr, dtype: tl.constexpr):
-    """ONE_STEP (with FUSED_DQ): a tile's only query step, 128 rows of query head hk, one Q/dO slot.
-
-    S^T and dP^T have N = 128; dV = P^T dO and dK = dS^T Q start from zero, so S^T/dP^T and dK/dV
-    are never live together (128-row steps with dK/dV carried spill). The Q/dO slot goes back to
-    the producer as soon as dV/dK are done, so the next tile's Q/dO loads during the dQ work.
-    Shared memory is what bounds this layout (two K/V slots + one 128-row Q/dO slot = 192 KB):
-    - dS^T is published over this consumer's V half, free once its own dP^T is done;
-    - after both consumers' dQ wgmmas, consumer c's two fp32 dQ partials [its 64 queries, D/2]
-      are staged over its K and V halves and reduce-added into dQ; dK/dV are staged there next
-      (the caller's epilogue), once the reduce-adds have read them.
-    The row statistics come from global memory, issued first so that the slot's wait covers
-    their latency: read from shared memory, the compiler ran P^T/dS^T in the vector's layout
-    instead of the wgmma's (four [64, 128] fp32 relayouts through ~64 KB of shared memory, which
-    does not fit); a global load converts the 128-entry vector instead.
-    Returns (dK unscaled, dV, held_slot)."""
-    HALF: tl.constexpr = 64
-    BLOCK_MQ: tl.constexpr = 128
-    DQ_COLS: tl.constexpr = HEAD_DIM // 2
-    lse2, delta = _row_stats(lse_ptr, delta_ptr, hk, total_out, out_row0,
-                             qlo + tl.arange(0, BLOCK_MQ), qlen)
-    tlx.barrier_wait(q_fulls[0], cnt_q & 1)
-    q_t = qdo_tiles[0]
-    do_t = qdo_tiles[1]
-    # _opaque: the buffer indices are recomputed where used rather than held (3 fewer spilled
-    # words)
-    kv_i = _opaque(2 * slot + cid)
-    v_c = v_tiles[kv_i]
-    st = tlx.async_dot(k_tiles[kv_i], tlx.local_trans(q_t))
-    dpt = tlx.async_dot(v_c, tlx.local_trans(do_t))
-    st = tlx.async_dot_wait(1, st)
-    pt = _dkdv_probs(st, lse2, kv_pos, qlo, window, qk_scale, CAUSAL, HAS_WINDOW, BLOCK_MQ)
-    # keys past klen are the next sequence's: their dK/dV rows are dropped, but their dS would
-    # reach dQ
-    pt = tl.where((kv_pos < klen)[:, None], pt, 0.0)
-    dpt = tlx.async_dot_wait(0, dpt)
-    dst = (pt * (dpt - delta[None, :])).to(dtype)
-    dv = tlx.async_dot(pt.to(dtype), do_t)
-    dk = tlx.async_dot(dst, q_t)
-    # this consumer's V half is read (dP^T done): publish dS^T there
-    tlx.fence("async_shared")
-    tlx.local_store(v_c, dst)
-    tlx.fence("async_shared")
-    tlx.named_barrier_wait(DS_READY_BAR, 256)
-    # P^T and dS^T are register operands of the dV/dK wgmmas, live until these waits: the dQ
-    # wgmmas come after them
-    dk = tlx.async_dot_wait(0, dk)
-    dv = tlx.async_dot_wait(0, dv)
-    tlx.barrier_arrive(q_empties[0], 1)
-    if TMA_EPILOGUE:
-        held_slot = _release_held_kv_slot(kv_empties, held_slot)
-    # dQ[queries 64c.., columns e] = sum over key halves j of (dS^T_j[:, queries 64c..])^T K_j[:, e]
-    k0 = _opaque(2 * slot)
-    ds0 = tlx.local_trans(tlx.local_slice(v_tiles[k0], [0, cid * HALF], [HALF, HALF]))
-    ds1 = tlx.local_trans(tlx.local_slice(v_tiles[k0 + 1], [0, cid * HALF], [HALF, HALF]))
-    dq_lo = tlx.async_dot(ds0, tlx.local_slice(k_tiles[k0], [0, 0], [HALF, DQ_COLS]))
-    dq_lo = tlx.async_dot(ds1, tlx.local_slice(k_tiles[k0 + 1], [0, 0], [HALF, DQ_COLS]), dq_lo)
-    dq_hi = tlx.async_dot(ds0, tlx.local_slice(k_tiles[k0], [0, DQ_COLS], [HALF, DQ_COLS]))
-    dq_hi = tlx.async_dot(ds1, tlx.local_slice(k_tiles[k0 + 1], [0, DQ_COLS], [HALF, DQ_COLS]),
-                          dq_hi)
-    dq_lo = tlx.async_dot_wait(0, dq_lo)
-    dq_hi = tlx.async_dot_wait(0, dq_hi)
-    # both consumers' dQ wgmmas are done: every K half and dS^T (V) half of the slot is free
-    tlx.named_barrier_wait(STEP_DONE_BAR, 256)
-    tlx.fence("async_shared")
-    tlx.local_store(dq_stage_k[kv_i], dq_lo * sm_scale)
-    tlx.local_store(dq_stage_v[kv_i], dq_hi * sm_scale)
-    tlx.fence("async_shared")
-    # rows past q_len lie outside the fp32 dQ: the TMA reduce-add drops them (their dS is 0 too)
-    row = q_row0 + qlo + cid * HALF
-    tlx.async_descriptor_store(desc_dq, dq_stage_k[kv_i], [row, hk * HEAD_DIM],
-                               store_reduce="add")
-    tlx.async_descriptor_store(desc_dq, dq_stage_v[kv_i], [row, hk * HEAD_DIM + DQ_COLS],
-                               store_reduce="add")
-    tlx.async_descriptor_store_wait(0)  # read before dK/dV are staged over the same halves
-    return dk, dv, held_slot
-
-
-@triton.jit
 def jfa_bwd_dkdv_kernel(
     desc_q, desc_do, desc_k, desc_v,   # TMA: q [rows_q, Hq*D], do [total_out, Hq*D], k/v [total_kv, Hkv*D]
     desc_dk, desc_dv,                  # TMA stores of dK/dV [total_kv, Hkv*D] (TMA_EPILOGUE)
@@ -249,15 +161,10 @@ def jfa_bwd_dkdv_kernel(
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, EARLY_Q_RELEASE: tl.constexpr,
-    BLOCK_MQ: tl.constexpr,            # query rows per step: 64, or 128 for ONE_STEP (below)
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
-    # ONE_STEP (the launcher's promise: every tile has at most one 128-row query step, i.e. q_len
-    # <= 128 and one query head per KV head, so the step's head is hk): no dK/dV carried across
-    # steps (`_dkdv_one_step`)
-    ONE_STEP: tl.constexpr = BLOCK_MQ == 128
-    tl.static_assert(BLOCK_MQ == 64 or (ONE_STEP and FUSED_DQ), "BLOCK_MQ: 64, or 128 with FUSED_DQ")
+    BLOCK_MQ: tl.constexpr = 64        # query rows per step
     NUM_BUF_KV: tl.constexpr = 2       # KV tiles in flight
     dtype: tl.constexpr = tlx.dtype_of(desc_k)
     ELEM: tl.constexpr = tlx.size_of(dtype)
@@ -274,23 +181,13 @@ def jfa_bwd_dkdv_kernel(
     qdo_tiles = tlx.local_alloc((BLOCK_MQ, HEAD_DIM), dtype, 2 * NUM_BUF_Q)
     kv_fulls = tlx.alloc_barriers(num_barriers=2 * NUM_BUF_KV, arrive_count=1)
     kv_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=2)
-    if not ONE_STEP:  # (ONE_STEP: the consumers load them, `_dkdv_one_step`)
-        # step slot i's row statistics: LSE (base 2, +inf where P = 0) at 2i, delta at 2i + 1
-        step_stats = tlx.local_alloc((BLOCK_MQ,), tl.float32, 2 * NUM_BUF_Q)
+    # step slot i's row statistics: LSE (base 2, +inf where P = 0) at 2i, delta at 2i + 1
+    step_stats = tlx.local_alloc((BLOCK_MQ,), tl.float32, 2 * NUM_BUF_Q)
     # a step's slot is full once its TMA bytes landed (arrival 1) and its statistics are stored
-    # (arrival 2, not with ONE_STEP)
-    q_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=1 if ONE_STEP else 2)
+    # (arrival 2)
+    q_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=2)
     q_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=2)
-    if ONE_STEP:
-        # one Q/dO slot (the launcher's NUM_BUF_Q = 1); dS^T and the dQ partials live in the K/V
-        # halves (`_dkdv_one_step`): fp32 [64, D/2] views of them
-        tl.static_assert(NUM_BUF_Q == 1, "ONE_STEP uses one Q/dO slot")
-        # dS^T [64 keys, 128 queries] fills a V half [64, HEAD_DIM], and an fp32 [64, D/2] partial
-        # a 16-bit K/V half, byte for byte
-        tl.static_assert(HEAD_DIM == BLOCK_MQ and ELEM == 2, "ONE_STEP: D = 128, 16-bit inputs")
-        dq_stage_k = tlx.local_alloc((HALF, DQ_COLS), tl.float32, 2 * NUM_BUF_KV, reuse=k_tiles)
-        dq_stage_v = tlx.local_alloc((HALF, DQ_COLS), tl.float32, 2 * NUM_BUF_KV, reuse=v_tiles)
-    elif FUSED_DQ:
+    if FUSED_DQ:
         # dS^T of the step, one [64 keys, 64 queries] half per consumer: dQ's A operand (transposed)
         ds_tiles = tlx.local_alloc((HALF, BLOCK_MQ), dtype, 2)
         # consumer c's fp32 dQ partial [64 queries, D/2 columns] is staged over the step's Q tile
@@ -324,28 +221,23 @@ def jfa_bwd_dkdv_kernel(
                             tlx.async_descriptor_load(desc_v, v_tiles[2 * slot + c],
                                                       [kv_row0 + n0 + c * HALF, hk * HEAD_DIM], bar)
                         cnt_kv += 1
-                        # ONE_STEP: exactly the one step its consumers take (the launcher's
-                        # promise makes G * nsteps 1; a mismatch must not hang the slot ring)
-                        for s in range(0, 1 if ONE_STEP else G * nsteps):
+                        for s in range(0, G * nsteps):
                             h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)
                             q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
-                            if not ONE_STEP:
-                                # the statistics' loads are in flight while the slot drains
-                                lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out,
-                                                         out_row0, i0 + tl.arange(0, BLOCK_MQ),
-                                                         qlen)
+                            # the statistics' loads are in flight while the slot drains
+                            lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
+                                                     i0 + tl.arange(0, BLOCK_MQ), qlen)
                             tlx.barrier_wait(q_empties[q_slot], q_phase ^ 1)
                             tlx.barrier_expect_bytes(q_fulls[q_slot], 2 * STEP_BYTES)
                             tlx.async_descriptor_load(desc_q, qdo_tiles[2 * q_slot],
                                                       [q_row0 + i0, h * HEAD_DIM], q_fulls[q_slot])
                             tlx.async_descriptor_load(desc_do, qdo_tiles[2 * q_slot + 1],
                                                       [out_row0 + i0, h * HEAD_DIM], q_fulls[q_slot])
-                            if not ONE_STEP:
-                                tlx.local_store(step_stats[2 * q_slot], lse2)
-                                tlx.local_store(step_stats[2 * q_slot + 1], delta)
-                                # (barrier_arrive syncs the warpgroup first: every thread's
-                                # stores precede the release)
-                                tlx.barrier_arrive(q_fulls[q_slot], 1)
+                            tlx.local_store(step_stats[2 * q_slot], lse2)
+                            tlx.local_store(step_stats[2 * q_slot + 1], delta)
+                            # (barrier_arrive syncs the warpgroup first: every thread's stores
+                            # precede the release)
+                            tlx.barrier_arrive(q_fulls[q_slot], 1)
                             cnt_q += 1
 
         # ---- consumers: dK, dV of 64 KV rows each --------------------------------------------
@@ -369,6 +261,8 @@ def jfa_bwd_dkdv_kernel(
                     qlo, nsteps = q_block_range(n0, klen, qlen, window, CAUSAL, HAS_WINDOW,
                                                 BLOCK_N, BLOCK_MQ)
                     kv_pos = n0 + cid * HALF + tl.arange(0, HALF)   # this warpgroup's key rows
+                    dk = tl.zeros([HALF, HEAD_DIM], dtype=tl.float32)
+                    dv = tl.zeros([HALF, HEAD_DIM], dtype=tl.float32)
                     # A TMA store cannot stop at klen: only halves with every row in the sequence
                     # take it (rows past klen belong to the next sequence).
                     tma_store = TMA_EPILOGUE and (n0 + cid * HALF + HALF <= klen)
@@ -379,93 +273,82 @@ def jfa_bwd_dkdv_kernel(
                             tlx.barrier_wait(kv_fulls[2 * slot + 1 - cid], phase)
                         k_c = k_tiles[2 * slot + cid]
                         v_c = v_tiles[2 * slot + cid]
-                        if ONE_STEP:
-                            dk, dv, held_slot = _dkdv_one_step(
-                                k_tiles, v_tiles, qdo_tiles, dq_stage_k, dq_stage_v, q_fulls,
-                                q_empties, kv_empties, desc_dq, lse_ptr, delta_ptr, total_out,
-                                slot, cnt_q, held_slot, hk, qlo, q_row0, out_row0, qlen, kv_pos,
-                                klen, window, qk_scale, sm_scale, cid, HEAD_DIM, CAUSAL,
-                                HAS_WINDOW, TMA_EPILOGUE, dtype)
+                        for s in range(0, G * nsteps):
+                            h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)
+                            q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
+                            tlx.barrier_wait(q_fulls[q_slot], q_phase)
+                            lse2 = tlx.local_load(step_stats[2 * q_slot])
+                            delta = tlx.local_load(step_stats[2 * q_slot + 1])
+                            q_t = qdo_tiles[2 * q_slot]
+                            do_t = qdo_tiles[2 * q_slot + 1]
+                            if FUSED_DQ:
+                                # _opaque buffer indices: the compiler recomputes the wgmma
+                                # descriptors per step instead of holding them in registers
+                                # (D=128: 193 spilled words otherwise, 8-15 with)
+                                kv_i = _opaque(2 * slot + cid)
+                                st = tlx.async_dot(k_tiles[kv_i], tlx.local_trans(q_t))
+                                dpt = tlx.async_dot(v_tiles[kv_i], tlx.local_trans(do_t))
+                            else:
+                                st = tlx.async_dot(k_c, tlx.local_trans(q_t))
+                                dpt = tlx.async_dot(v_c, tlx.local_trans(do_t))
+                            if FUSED_DQ and EARLY_Q_RELEASE:
+                                held_q = _release_held_q_slot(q_empties, held_q)
+                            st = tlx.async_dot_wait(1, st)
+                            pt = _dkdv_probs(st, lse2, kv_pos, i0, window, qk_scale, CAUSAL,
+                                             HAS_WINDOW, BLOCK_MQ)
+                            if FUSED_DQ:
+                                # keys past klen are the next sequence's: their dK/dV rows are
+                                # dropped, but their dS would reach dQ
+                                pt = tl.where((kv_pos < klen)[:, None], pt, 0.0)
+                            dpt = tlx.async_dot_wait(0, dpt)
+                            dst = (pt * (dpt - delta[None, :])).to(dtype)
+                            dv = tlx.async_dot(pt.to(dtype), do_t, dv)
+                            dk = tlx.async_dot(dst, q_t, dk)
+                            if FUSED_DQ and not EARLY_Q_RELEASE:
+                                # the previous step's dQ reduce-add has had this step's S^T/dP^T
+                                # and P^T math to read its staging; waiting for it right after
+                                # issuing S^T/dP^T stalled the consumers (run 16's counters)
+                                held_q = _release_held_q_slot(q_empties, held_q)
+                            if FUSED_DQ:
+                                # dQ[:, cols of c] = dS K[:, cols of c] = sum over both key halves
+                                # j of (dS^T_j)^T K_j[:, cols of c]: publish this half of dS^T,
+                                # then read both (rows past qlen have dS = 0: their reduce-add
+                                # into the neighbour's rows adds exact zeros; broadcast_q: every
+                                # tile adds into the same q_len rows)
+                                tlx.fence("async_shared")
+                                tlx.local_store(ds_tiles[cid], dst)
+                                tlx.fence("async_shared")
+                                tlx.named_barrier_wait(DS_READY_BAR, 256)
+                                k0 = _opaque(2 * slot)
+                                d0 = _opaque(0)
+                                dq = tlx.async_dot(
+                                    tlx.local_trans(ds_tiles[d0]),
+                                    tlx.local_slice(k_tiles[k0], [0, cid * DQ_COLS],
+                                                    [HALF, DQ_COLS]))
+                                dq = tlx.async_dot(
+                                    tlx.local_trans(ds_tiles[d0 + 1]),
+                                    tlx.local_slice(k_tiles[k0 + 1], [0, cid * DQ_COLS],
+                                                    [HALF, DQ_COLS]), dq)
+                            dk = tlx.async_dot_wait(0, dk)
+                            dv = tlx.async_dot_wait(0, dv)
+                            if TMA_EPILOGUE:
+                                held_slot = _release_held_kv_slot(kv_empties, held_slot)
+                            if FUSED_DQ:
+                                dq = tlx.async_dot_wait(0, dq)
+                                # the step's Q/dO tiles and both dS^T halves are read: stage the
+                                # partial over them and reduce-add it into dQ by TMA
+                                tlx.named_barrier_wait(STEP_DONE_BAR, 256)
+                                stage = dq_stage[2 * q_slot + cid]
+                                tlx.fence("async_shared")
+                                tlx.local_store(stage, dq * sm_scale)
+                                tlx.fence("async_shared")
+                                tlx.async_descriptor_store(desc_dq, stage,
+                                                           [q_row0 + i0, h * HEAD_DIM + cid * DQ_COLS],
+                                                           store_reduce="add")
+                                held_q = q_slot
+                            else:
+                                tlx.barrier_arrive(q_empties[q_slot], 1)
                             cnt_q += 1
-                        else:
-                            dk = tl.zeros([HALF, HEAD_DIM], dtype=tl.float32)
-                            dv = tl.zeros([HALF, HEAD_DIM], dtype=tl.float32)
-                            for s in range(0, G * nsteps):
-                                h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)
-                                q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
-                                tlx.barrier_wait(q_fulls[q_slot], q_phase)
-                                lse2 = tlx.local_load(step_stats[2 * q_slot])
-                                delta = tlx.local_load(step_stats[2 * q_slot + 1])
-                                q_t = qdo_tiles[2 * q_slot]
-                                do_t = qdo_tiles[2 * q_slot + 1]
-                                if FUSED_DQ:
-                                    # _opaque buffer indices: the compiler recomputes the wgmma
-                                    # descriptors per step instead of holding them in registers
-                                    # (D=128: 193 spilled words otherwise, 8-15 with)
-                                    kv_i = _opaque(2 * slot + cid)
-                                    st = tlx.async_dot(k_tiles[kv_i], tlx.local_trans(q_t))
-                                    dpt = tlx.async_dot(v_tiles[kv_i], tlx.local_trans(do_t))
-                                else:
-                                    st = tlx.async_dot(k_c, tlx.local_trans(q_t))
-                                    dpt = tlx.async_dot(v_c, tlx.local_trans(do_t))
-                                if FUSED_DQ and EARLY_Q_RELEASE:
-                                    held_q = _release_held_q_slot(q_empties, held_q)
-                                st = tlx.async_dot_wait(1, st)
-                                pt = _dkdv_probs(st, lse2, kv_pos, i0, window, qk_scale, CAUSAL,
-                                                 HAS_WINDOW, BLOCK_MQ)
-                                if FUSED_DQ:
-                                    # keys past klen are the next sequence's: their dK/dV rows are
-                                    # dropped, but their dS would reach dQ
-                                    pt = tl.where((kv_pos < klen)[:, None], pt, 0.0)
-                                dpt = tlx.async_dot_wait(0, dpt)
-                                dst = (pt * (dpt - delta[None, :])).to(dtype)
-                                dv = tlx.async_dot(pt.to(dtype), do_t, dv)
-                                dk = tlx.async_dot(dst, q_t, dk)
-                                if FUSED_DQ and not EARLY_Q_RELEASE:
-                                    # the previous step's dQ reduce-add has had this step's S^T/dP^T
-                                    # and P^T math to read its staging; waiting for it right after
-                                    # issuing S^T/dP^T stalled the consumers (run 16's counters)
-                                    held_q = _release_held_q_slot(q_empties, held_q)
-                                if FUSED_DQ:
-                                    # dQ[:, cols of c] = dS K[:, cols of c] = sum over both key halves
-                                    # j of (dS^T_j)^T K_j[:, cols of c]: publish this half of dS^T,
-                                    # then read both (rows past qlen have dS = 0: their reduce-add
-                                    # into the neighbour's rows adds exact zeros; broadcast_q: every
-                                    # tile adds into the same q_len rows)
-                                    tlx.fence("async_shared")
-                                    tlx.local_store(ds_tiles[cid], dst)
-                                    tlx.fence("async_shared")
-                                    tlx.named_barrier_wait(DS_READY_BAR, 256)
-                                    k0 = _opaque(2 * slot)
-                                    d0 = _opaque(0)
-                                    dq = tlx.async_dot(
-                                        tlx.local_trans(ds_tiles[d0]),
-                                        tlx.local_slice(k_tiles[k0], [0, cid * DQ_COLS],
-                                                        [HALF, DQ_COLS]))
-                                    dq = tlx.async_dot(
-                                        tlx.local_trans(ds_tiles[d0 + 1]),
-                                        tlx.local_slice(k_tiles[k0 + 1], [0, cid * DQ_COLS],
-                                                        [HALF, DQ_COLS]), dq)
-                                dk = tlx.async_dot_wait(0, dk)
-                                dv = tlx.async_dot_wait(0, dv)
-                                if TMA_EPILOGUE:
-                                    held_slot = _release_held_kv_slot(kv_empties, held_slot)
-                                if FUSED_DQ:
-                                    dq = tlx.async_dot_wait(0, dq)
-                                    # the step's Q/dO tiles and both dS^T halves are read: stage the
-                                    # partial over them and reduce-add it into dQ by TMA
-                                    tlx.named_barrier_wait(STEP_DONE_BAR, 256)
-                                    stage = dq_stage[2 * q_slot + cid]
-                                    tlx.fence("async_shared")
-                                    tlx.local_store(stage, dq * sm_scale)
-                                    tlx.fence("async_shared")
-                                    tlx.async_descriptor_store(desc_dq, stage,
-                                                               [q_row0 + i0, h * HEAD_DIM + cid * DQ_COLS],
-                                                               store_reduce="add")
-                                    held_q = q_slot
-                                else:
-                                    tlx.barrier_arrive(q_empties[q_slot], 1)
-                                cnt_q += 1
                         # This warpgroup's K/V halves are free (its last wgmma was waited on;
                         # FUSED_DQ: the other's too, STEP_DONE_BAR): stage dK, dV there
                         tlx.fence("async_shared")

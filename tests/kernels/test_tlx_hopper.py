@@ -385,27 +385,7 @@ BWD_SWITCHES = {
                             lambda: [c for c in bwd_cases() if c.d == 128 and c.mode == "bcast"]),
     "bwd-late-q-release": ({"dkdv_early_q_release": False},
                            lambda: [c for c in bwd_cases() if c.d == 128 and c.mode != "bcast"]),
-    # one 128-row step per dK/dV tile (broadcast_q, q_len <= 128, one q head per KV head); the
-    # other broadcast cases check that it is routed away (q 192, GQA)
-    "bwd-one-step": ({"dkdv_one_step": True},
-                     lambda: one_step_cases() + [c for c in bwd_cases() if c.d == 128 and c.mode == "bcast"]),
 }
-
-
-def one_step_cases() -> list[Case]:
-    """Where `BwdConfig.dkdv_one_step` applies: q_len 128 and below (odd, 64: the second consumer's
-    queries all past q_len, 1), every mask, fp16, empty (random lengths include 0), length-1 and
-    whole-tile sequences, a small grid (many tiles per CTA: the slot protocols)."""
-    return [Case("bcast", 200, 128, 260, 2, 2, 128, "bf16"),
-            Case("bcast", 200, 128, 260, 2, 2, 128, "bf16", True),
-            Case("bcast", 120, 100, 300, 3, 3, 128, "bf16", False, 37),
-            Case("bcast", 120, 128, 300, 2, 2, 128, "bf16", True, 100),
-            Case("bcast", 100, 64, 200, 2, 2, 128, "bf16"),
-            Case("bcast", 60, 1, 150, 2, 2, 128, "bf16"),
-            Case("bcast", 100, 128, 300, 3, 3, 128, "fp16"),
-            Case("bcast", 80, 128, 300, 4, 4, 128, "bf16", grid=3),
-            Case("bcast", 50, 128, 100, 2, 2, 128, "bf16", lens="one"),
-            Case("bcast", 50, 128, 256, 2, 2, 128, "bf16", lens="full")]
 
 
 def bwd_det_cases() -> list[Case]:

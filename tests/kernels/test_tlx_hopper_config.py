@@ -87,27 +87,3 @@ def test_fused_dq_at_d128_needs_a_two_slot_q_ring(slots):
 def test_q_slot_released_late_for_broadcast_only(broadcast_q, q_len):
     # run 16: late release -2..-3 % forward+backward on PMA fill 0.9, +0..+6 % on self
     assert bwd_config(128, broadcast_q, q_len, 4, 132).dkdv_early_q_release == (not broadcast_q)
-
-
-@pytest.mark.parametrize("one_step", [False, True])
-@pytest.mark.parametrize("fused,broadcast_q,q_len,heads,kv_heads", [
-    (True, True, 128, 4, 4),    # PMA q128: the case it is for
-    (True, True, 1, 3, 3),      # any q_len <= 128
-    (True, True, 129, 4, 4),    # two 128-row steps would carry dK/dV
-    (True, True, 128, 4, 2),    # GQA: a tile walks two query heads
-    (True, False, 128, 4, 4),   # self/cross: steps of one sequence's queries
-    (False, True, 128, 4, 4),   # two-pass (deterministic, D=64): no fused dQ to stage
-])
-def test_dkdv_one_step_only_where_each_tile_has_one_step(one_step, fused, broadcast_q, q_len,
-                                                         heads, kv_heads):
-    from kernels.tlx_hopper import dkdv_step
-
-    cfg = BwdConfig(dkdv_one_step=one_step, dkdv_buf_q=2)
-    applies = one_step and fused and broadcast_q and q_len <= 128 and heads == kv_heads
-    assert dkdv_step(cfg, fused, broadcast_q, q_len, heads, kv_heads) == ((128, 1) if applies else (64, 2))
-
-
-def test_dkdv_one_step_off_by_default():
-    # prepared in session 17, not yet run on the GPU: no launcher choice takes it
-    for broadcast_q, q_len in ((True, 128), (True, 192), (False, 0)):
-        assert not bwd_config(128, broadcast_q, q_len, 4, 132).dkdv_one_step
