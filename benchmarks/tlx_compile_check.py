@@ -56,8 +56,7 @@ def compile_fwd(cfg, d, dt, causal, window, bcast):
 
     sig = {
         "desc_q": _tdesc(dt, 64, d), "desc_k": _tdesc(dt, cfg.block_n, d),
-        "desc_v": _tdesc(dt, cfg.block_n, d), "desc_kp": _tdesc(dt, cfg.block_n // 4, d),
-        "desc_vp": _tdesc(dt, cfg.block_n // 4, d), "desc_o": _tdesc(dt, 64, d), "out_ptr": f"*{dt}",
+        "desc_v": _tdesc(dt, cfg.block_n, d), "desc_o": _tdesc(dt, 64, d), "out_ptr": f"*{dt}",
         "lse_ptr": "*fp32",
         "q_off": "*i32", "k_off": "*i32", "tile_entry": "*i64", "n_entries": "*i32",
         "sm_scale": "fp32", "window": "i32", "B": "i32", "H": "i32", "G": "i32", "q_len": "i32",
@@ -67,8 +66,7 @@ def compile_fwd(cfg, d, dt, causal, window, bcast):
                  NUM_BUF_Q=cfg.num_buf_q, NUM_BUF_KV=cfg.num_buf_kv,
                  CONSUMER_REGS=cfg.consumer_regs, CAUSAL=causal, HAS_WINDOW=window,
                  BROADCAST_Q=bcast, RESIDENT=bcast, TMA_STORE_O=cfg.tma_store_o,
-                 SKIP_IDLE_GROUPS=cfg.skip_idle_groups, LATE_P_CAST=cfg.late_p_cast,
-                 TRIM_KV_TAIL=cfg.trim_kv_tail)
+                 SKIP_IDLE_GROUPS=cfg.skip_idle_groups, LATE_P_CAST=cfg.late_p_cast)
     for k in const:
         sig[k] = "constexpr"
     src = triton.compiler.ASTSource(fn=jfa_fwd_kernel, signature=sig, constexprs=const,
@@ -127,8 +125,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
     if kern == "dkdv":
         fn = jfa_bwd_dkdv_kernel
         sig.update({"desc_dk": _tdesc(dt, 64, d), "desc_dv": _tdesc(dt, 64, d),
-                    "desc_dq": _tdesc("fp32", 64, d // 2), "desc_kp": _tdesc(dt, 16, d),
-                    "desc_vp": _tdesc(dt, 16, d),
+                    "desc_dq": _tdesc("fp32", 64, d // 2),
                     "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}"})
         ints = ("window", "B", "HKV", "G", "q_len", "NUM_NB", "total_out", "tile_window")
         _check_config(cfg, d)
@@ -136,7 +133,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
         const = dict(HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs,
                      CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast,
                      TMA_EPILOGUE=cfg.dkdv_tma_store, FUSED_DQ=fused,
-                     EARLY_Q_RELEASE=cfg.dkdv_early_q_release, TRIM_KV_TAIL=cfg.trim_kv_tail)
+                     EARLY_Q_RELEASE=cfg.dkdv_early_q_release)
     else:
         fn = jfa_bwd_dq_kernel
         sig["desc_k"] = sig["desc_v"] = _tdesc(dt, cfg.dq_block_n, d)

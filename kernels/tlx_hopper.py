@@ -119,11 +119,6 @@ class FwdConfig:
     # -2.6 % at fill 0.9 (3 A/Bs; fill 0.5 0 to -7 %); with BLOCK_N=128 (self/cross) or 3 groups
     # (PMA q192) 52-55 words spill and it lost up to 16 %, so `fwd_config` takes it for the former
     late_p_cast: bool = False
-    # a KV block that ends past its sequence loads only the quarters holding the sequence's keys
-    # (the rest are the next sequence's rows, masked anyway): on average 3/8 of a block fewer
-    # K/V bytes per tile, ~2.6 % of a PMA fill-0.9 forward's at 64-key blocks. Outputs are
-    # bit-identical. Prepared in session 18
-    trim_kv_tail: bool = False
 
     @property
     def block_m(self) -> int:
@@ -244,14 +239,9 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
     desc_q = _descriptor(query, query.shape[0], 64)
     desc_k = _descriptor(key, key.shape[0], cfg.block_n)
     desc_v = _descriptor(value, value.shape[0], cfg.block_n)
-    if cfg.trim_kv_tail:
-        desc_kp = _descriptor(key, key.shape[0], cfg.block_n // 4)
-        desc_vp = _descriptor(value, value.shape[0], cfg.block_n // 4)
-    else:
-        desc_kp, desc_vp = desc_k, desc_v  # not read
     desc_o = _descriptor(out, total_out, 64) if cfg.tma_store_o else desc_q  # else not written
     jfa_fwd_kernel[(n_prog,)](
-        desc_q, desc_k, desc_v, desc_kp, desc_vp, desc_o, out, lse,
+        desc_q, desc_k, desc_v, desc_o, out, lse,
         query_offset if query_offset is not None else key_offset, key_offset,
         tile_entry, n_entries,
         _sm_scale(params, d), 0 if window is None else int(window), B, hq, hq // hkv, q_len,
@@ -260,7 +250,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         NUM_BUF_KV=cfg.num_buf_kv, CONSUMER_REGS=cfg.consumer_regs, CAUSAL=bool(params.causal),
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
         TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
-        LATE_P_CAST=cfg.late_p_cast, TRIM_KV_TAIL=cfg.trim_kv_tail, num_warps=4,
+        LATE_P_CAST=cfg.late_p_cast, num_warps=4,
         num_stages=1)
     return out, lse
 
@@ -295,11 +285,6 @@ class BwdConfig:
     # backward on PMA q128/q192 fill 0.9 and -6..-8 % in 2 of 3 samples at q128 fill 0.5, but
     # +0..+6 % on self and +1 % on dense B4 H32, so `bwd_config` takes it for broadcast_q only
     dkdv_early_q_release: bool = False
-    # dK/dV pass: as FwdConfig.trim_kv_tail, per 64-row half (a half wholly past the sequence
-    # loads nothing): on average 3/8 of a 128-row tile fewer K/V bytes per sequence and head.
-    # dK/dV rows past klen are never stored and their P^T is 0, so outputs are bit-identical.
-    # Prepared in session 18
-    trim_kv_tail: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -390,19 +375,13 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         desc_dk, desc_dv = desc_k, desc_v  # not written: every half takes tl.store
     # fused: each consumer reduce-adds a [64 rows, D/2 columns] fp32 partial
     desc_dq = _descriptor(dq_acc, dq_acc.shape[0], 64, d // 2) if fused_dq else desc_q
-    if cfg.trim_kv_tail:
-        desc_kp, desc_vp = _descriptor(key, key.shape[0], 16), _descriptor(value, value.shape[0], 16)
-    else:
-        desc_kp, desc_vp = desc_k, desc_v  # not read
     jfa_bwd_dkdv_kernel[(n_sm,)](
-        desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv, desc_dq, desc_kp, desc_vp, dk, dv, lse,
-        delta, q_off,
+        desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv, desc_dq, dk, dv, lse, delta, q_off,
         key_offset, entries, n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out,
         cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release,
-        TRIM_KV_TAIL=cfg.trim_kv_tail, num_warps=4, num_stages=1)
+        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, num_warps=4, num_stages=1)
     if fused_dq:
         return dq_acc.to(query.dtype), dk, dv
 

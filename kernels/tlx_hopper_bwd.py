@@ -45,8 +45,7 @@ import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
 
-from kernels.tlx_hopper_fwd import (_bufidx_phase, _expect_quarters, _key_quarters, _load_quarters,
-                                    _zero_tiles)
+from kernels.tlx_hopper_fwd import _bufidx_phase
 from kernels.tlx_schedule import (kv_block_range, n_iterations, q_block_range, seq_bounds,
                                   tile_at)
 
@@ -157,13 +156,11 @@ def jfa_bwd_dkdv_kernel(
     desc_dk, desc_dv,                  # TMA stores of dK/dV [total_kv, Hkv*D] (TMA_EPILOGUE)
     desc_dq,                           # FUSED_DQ: TMA reduce-add target, fp32 dQ [rows_q, Hq*D],
                                        #   box [64, D/2]
-    desc_kp, desc_vp,                  # TRIM_KV_TAIL: k/v with boxes of 16 rows
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, q_off, k_off, tile_entry, n_entries,
     sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out, tile_window,
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, EARLY_Q_RELEASE: tl.constexpr,
-    TRIM_KV_TAIL: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -204,12 +201,6 @@ def jfa_bwd_dkdv_kernel(
         with tlx.async_task("default"):
             cnt_kv = 0
             cnt_q = 0
-            if TRIM_KV_TAIL:
-                # the rows a trimmed half skips get P^T = 0 and dS^T = 0, but their S^T/dP^T (K, V)
-                # and, FUSED_DQ, dS K (K) still pass the tensor core: 0 * NaN of never-written
-                # shared memory would reach dQ
-                _zero_tiles(k_tiles, 2 * NUM_BUF_KV, HALF, HEAD_DIM, dtype)
-                _zero_tiles(v_tiles, 2 * NUM_BUF_KV, HALF, HEAD_DIM, dtype)
             for it in range(0, n_iter):
                 valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB,
                                            1, tile_window, False)
@@ -224,15 +215,11 @@ def jfa_bwd_dkdv_kernel(
                         tlx.barrier_wait(kv_empties[slot], phase ^ 1)
                         for c in tl.static_range(2):
                             bar = kv_fulls[2 * slot + c]
-                            row = kv_row0 + n0 + c * HALF
-                            parts = 4
-                            if TRIM_KV_TAIL:  # 0 for a half wholly past the sequence
-                                parts = _key_quarters(n0 + c * HALF, klen, HALF)
-                            _expect_quarters(bar, parts, 2 * HALF_BYTES, TRIM_KV_TAIL)
-                            _load_quarters(desc_k, desc_kp, k_tiles[2 * slot + c], bar, row,
-                                           hk * HEAD_DIM, parts, HALF, HEAD_DIM, TRIM_KV_TAIL)
-                            _load_quarters(desc_v, desc_vp, v_tiles[2 * slot + c], bar, row,
-                                           hk * HEAD_DIM, parts, HALF, HEAD_DIM, TRIM_KV_TAIL)
+                            tlx.barrier_expect_bytes(bar, 2 * HALF_BYTES)
+                            tlx.async_descriptor_load(desc_k, k_tiles[2 * slot + c],
+                                                      [kv_row0 + n0 + c * HALF, hk * HEAD_DIM], bar)
+                            tlx.async_descriptor_load(desc_v, v_tiles[2 * slot + c],
+                                                      [kv_row0 + n0 + c * HALF, hk * HEAD_DIM], bar)
                         cnt_kv += 1
                         for s in range(0, G * nsteps):
                             h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)

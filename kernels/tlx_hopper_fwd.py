@@ -85,57 +85,6 @@ def _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window, CAUSAL: 
 
 
 @triton.jit
-def _key_quarters(start, klen, ROWS: tl.constexpr):
-    """How many quarters of the ROWS-row K/V block at key `start` hold keys below klen (0 to 4)."""
-    QUARTER: tl.constexpr = ROWS // 4
-    return tl.minimum((tl.maximum(klen - start, 0) + QUARTER - 1) // QUARTER, 4)
-
-
-@triton.jit
-def _expect_quarters(bar, parts, BYTES: tl.constexpr, TRIM_KV_TAIL: tl.constexpr):
-    """Expect a block's BYTES on `bar`, or with TRIM_KV_TAIL `parts` quarters of them. One expect
-    per phase (it also arrives): the predicates pick the one that fires."""
-    if TRIM_KV_TAIL:
-        for n in tl.static_range(0, 5):
-            tlx.barrier_expect_bytes(bar, n * (BYTES // 4), pred=parts == n)
-    else:
-        tlx.barrier_expect_bytes(bar, BYTES)
-
-
-@triton.jit
-def _load_quarters(desc, desc_part, tile, bar, row, col, parts, ROWS: tl.constexpr,
-                   COLS: tl.constexpr, TRIM_KV_TAIL: tl.constexpr):
-    """TMA load of a ROWS-row K or V block at global [row, col] into `tile`; with TRIM_KV_TAIL only
-    its first `parts` quarters (desc_part's box). A block that ends past its sequence would
-    otherwise read the next sequence's rows, which every pass masks: on average half a block per
-    sequence and head. The rows it skips keep what the slot held before (zeroed at the start)."""
-    if TRIM_KV_TAIL:
-        if parts >= 4:
-            tlx.async_descriptor_load(desc, tile, [row, col], bar)
-        else:
-            QUARTER: tl.constexpr = ROWS // 4
-            for i in tl.static_range(3):
-                if i < parts:
-                    tlx.async_descriptor_load(
-                        desc_part, tlx.local_slice(tile, [i * QUARTER, 0], [QUARTER, COLS]),
-                        [row + i * QUARTER, col], bar)
-    else:
-        tlx.async_descriptor_load(desc, tile, [row, col], bar)
-
-
-@triton.jit
-def _zero_tiles(tiles, N: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr,
-                dtype: tl.constexpr):
-    """Zero N shared-memory tiles, 16 rows at a time (few registers: the producer's). TRIM_KV_TAIL
-    multiplies skipped rows by zero probabilities or gradients, and 0 * NaN of never-written
-    shared memory would be NaN."""
-    for i in tl.static_range(N):
-        for r in tl.static_range(0, ROWS, 16):
-            tlx.local_store(tlx.local_slice(tiles[i], [r, 0], [16, COLS]), tl.zeros([16, COLS], dtype))
-    tlx.fence("async_shared")  # before the TMA loads (async proxy) that follow
-
-
-@triton.jit
 def _release_staged_q_slot(q_empties, release, held_o):
     """TMA_STORE_O: give the previous tile's Q slot (release >= 0) back to the producer once the
     TMA store of the O slice staged in it (held_o) has read it."""
@@ -179,7 +128,6 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
 @triton.jit
 def jfa_fwd_kernel(
     desc_q, desc_k, desc_v,          # TMA: q [rows_q, Hq*D], k/v [total_kv, Hkv*D]
-    desc_kp, desc_vp,                # TRIM_KV_TAIL: k/v with boxes of BLOCK_N/4 rows
     desc_o,                          # TMA store of out [total_out, Hq*D] (TMA_STORE_O)
     out_ptr, lse_ptr,                # out [total_out, Hq, D]; lse fp32 [Hq, total_out]
     q_off, k_off,                    # [B+1] (q_off unused with BROADCAST_Q)
@@ -189,7 +137,7 @@ def jfa_fwd_kernel(
     NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
-    LATE_P_CAST: tl.constexpr, TRIM_KV_TAIL: tl.constexpr,
+    LATE_P_CAST: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -222,8 +170,6 @@ def jfa_fwd_kernel(
             cnt_kv = 0
             cnt_q = 0
             last_q = -1
-            if TRIM_KV_TAIL:  # skipped K rows are masked to -inf; skipped V rows meet P = 0
-                _zero_tiles(v_tiles, NUM_BUF_KV, BLOCK_N, HEAD_DIM, dtype)
             # tile info is prefetched: tile it+1's entry one iteration ahead, its bounds at the
             # start of tile it, so no global-load latency sits at a tile boundary
             valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
@@ -257,19 +203,15 @@ def jfa_fwd_kernel(
                         kv_col = (h // G) * HEAD_DIM
                         for j in range(0, nblk):
                             kv_idx, kv_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
-                            start = lo + j * BLOCK_N
-                            row = kv_row0 + start
-                            parts = 4
-                            if TRIM_KV_TAIL:
-                                parts = _key_quarters(start, klen, BLOCK_N)
+                            row = kv_row0 + lo + j * BLOCK_N
                             tlx.barrier_wait(k_empties[kv_idx], kv_phase ^ 1)
-                            _expect_quarters(k_fulls[kv_idx], parts, KV_BYTES, TRIM_KV_TAIL)
-                            _load_quarters(desc_k, desc_kp, k_tiles[kv_idx], k_fulls[kv_idx], row,
-                                           kv_col, parts, BLOCK_N, HEAD_DIM, TRIM_KV_TAIL)
+                            tlx.barrier_expect_bytes(k_fulls[kv_idx], KV_BYTES)
+                            tlx.async_descriptor_load(desc_k, k_tiles[kv_idx], [row, kv_col],
+                                                      k_fulls[kv_idx])
                             tlx.barrier_wait(v_empties[kv_idx], kv_phase ^ 1)
-                            _expect_quarters(v_fulls[kv_idx], parts, KV_BYTES, TRIM_KV_TAIL)
-                            _load_quarters(desc_v, desc_vp, v_tiles[kv_idx], v_fulls[kv_idx], row,
-                                           kv_col, parts, BLOCK_N, HEAD_DIM, TRIM_KV_TAIL)
+                            tlx.barrier_expect_bytes(v_fulls[kv_idx], KV_BYTES)
+                            tlx.async_descriptor_load(desc_v, v_tiles[kv_idx], [row, kv_col],
+                                                      v_fulls[kv_idx])
                             cnt_kv += 1
                 valid, b, h, mb = n_valid, n_b, n_h, n_mb
                 q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen

@@ -1,5 +1,5 @@
 """The TLX backward's plain-Triton helpers (`_jfa_bwd_preprocess_kernel`: delta, the fused dQ's
-zeroing; `_jfa_dq_reduce_kernel`; `_key_quarters`, which both passes' producers use) against torch.
+zeroing; `_jfa_dq_reduce_kernel`) against torch.
 
 Runs where fbtriton (TLX) imports: on an sm_90 GPU, or on the CPU under TRITON_INTERPRET=1 (the
 fbtriton interpreter); skipped otherwise (the module imports TLX).
@@ -17,33 +17,6 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() or INTERPRET),
                                 reason="needs a GPU or TRITON_INTERPRET=1")
-
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
-
-from kernels.tlx_hopper_fwd import _key_quarters  # noqa: E402
-
-
-@triton.jit
-def _key_quarters_probe(start_ptr, klen_ptr, out_ptr, N: tl.constexpr, ROWS: tl.constexpr):
-    i = tl.arange(0, N)
-    tl.store(out_ptr + i, _key_quarters(tl.load(start_ptr + i), tl.load(klen_ptr + i), ROWS))
-
-
-@pytest.mark.parametrize("rows", [16, 64, 128])
-def test_key_quarters_counts_the_quarters_below_klen(rows):
-    """trim_kv_tail loads the quarters of a block at key `start` that hold keys < klen: 4 for a
-    block inside the sequence, 0 for one past it (a dK/dV half), the ceiling in between."""
-    g = torch.Generator().manual_seed(rows)
-    start = torch.randint(0, 4 * rows, (256,), generator=g, dtype=torch.int32)
-    klen = (start + torch.randint(-rows, 2 * rows, (256,), generator=g, dtype=torch.int32)).clamp_min(0)
-    klen[:4] = start[:4] + torch.tensor([0, 1, rows // 4, rows // 4 + 1], dtype=torch.int32)
-    out = torch.empty(256, dtype=torch.int32, device=DEVICE)
-    _key_quarters_probe[(1,)](start.to(DEVICE), klen.to(DEVICE), out, N=256, ROWS=rows)
-    q = rows // 4
-    want = ((klen - start).clamp_min(0) + q - 1).div(q, rounding_mode="floor").clamp_max(4)
-    assert want[:4].tolist() == [0, 1, 1, 2]
-    assert torch.equal(out.cpu(), want)
 
 
 def test_dq_pass_partials_per_q_head_and_block():

@@ -385,8 +385,6 @@ BWD_SWITCHES = {
                             lambda: [c for c in bwd_cases() if c.d == 128 and c.mode == "bcast"]),
     "bwd-late-q-release": ({"dkdv_early_q_release": False},
                            lambda: [c for c in bwd_cases() if c.d == 128 and c.mode != "bcast"]),
-    # the dK/dV pass loads only the quarters of a 64-row half that hold keys of the sequence
-    "bwd-trim-kv-tail": ({"trim_kv_tail": True}, bwd_cases),
 }
 
 
@@ -517,8 +515,8 @@ def flip_cases() -> list[Case]:
 
 
 # FwdConfig fields whose two values compute the same O and LSE bit for bit: each only moves work
-# (the P cast after the next QK^T's issue; K/V rows past the sequence not loaded)
-FWD_IDENTITY_SWITCHES = ("late_p_cast", "trim_kv_tail")
+# (the P cast after the next QK^T's issue)
+FWD_IDENTITY_SWITCHES = ("late_p_cast",)
 
 
 @pytest.mark.gpu
@@ -540,75 +538,6 @@ def test_forward_switch_changes_no_value(case, field):
     flipped = dataclasses.replace(default, **{field: not getattr(default, field)})
     out_f, lse_f = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=flipped)
     assert torch.equal(out, out_f) and torch.equal(lse, lse_f)
-
-
-def _trim_configs(case: Case, k, params):
-    """(forward, backward) configurations of the launchers for `case`, and both with trim_kv_tail."""
-    from kernels import tlx_hopper
-
-    bcast = case.mode == "bcast"
-    q_len = case.max_q if bcast else 0
-    fwd = tlx_hopper.fwd_config(case.d, bcast, q_len, tlx_hopper.call_tile_window(k, params))
-    bwd = tlx_hopper.bwd_config(case.d, bcast, q_len, case.hq, 132,
-                                tlx_hopper.call_tile_window(k, params))
-    return (fwd, bwd), (dataclasses.replace(fwd, trim_kv_tail=True),
-                        dataclasses.replace(bwd, trim_kv_tail=True))
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", flip_cases() + [Case("bcast", 80, 128, 300, 4, 4, 128, "bf16", grid=3)],
-                         ids=lambda c: c.name)
-def test_trim_kv_tail_changes_no_dk_dv(case):
-    """The backward with trimmed K/V tails: dK, dV bit-identical (rows past klen are never stored,
-    and rows below it never see the skipped ones), dQ equal up to the fused pass's unordered fp32
-    adds; small grids put many tiles through each slot."""
-    from kernels import tlx_hopper
-
-    q, k, v, q_off, k_off, _, _ = make_inputs(case, 3)
-    params = _params(case, 1 / math.sqrt(case.d))
-    (fwd, bwd), (_, bwd_trim) = _trim_configs(case, k, params)
-    tlx_hopper.GRID_OVERRIDE = case.grid
-    try:
-        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=fwd)
-        do = torch.randn_like(out)
-        grads = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params, config=bwd)
-        trimmed = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params, config=bwd_trim)
-    finally:
-        tlx_hopper.GRID_OVERRIDE = None
-    for name, g, g1 in zip("kv", grads[1:], trimmed[1:]):
-        assert torch.equal(g, g1), f"d{name} differs with trim_kv_tail"
-    torch.testing.assert_close(trimmed[0].float(), grads[0].float(), rtol=2**-7, atol=1e-4)
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", [Case("bcast", 120, 128, 300, 4, 4, 128, "bf16"),
-                                  Case("self", 60, 333, 333, 2, 2, 128, "bf16"),
-                                  Case("bcast", 120, 192, 300, 3, 3, 128, "bf16")],
-                         ids=lambda c: c.name)
-def test_trim_kv_tail_ignores_stale_shared_memory(case):
-    """Rows a trimmed K/V load skips keep the slot's old contents and meet zero probabilities or
-    gradients: after a kernel that leaves NaN in shared memory, the trimmed forward and backward
-    still match the untrimmed ones (the kernels zero their K/V slots first)."""
-    from kernels import tlx_hopper
-    from tests.kernels.stale_shared_memory import fill_shared_memory_with_nan
-
-    q, k, v, q_off, k_off, _, _ = make_inputs(case, 4)
-    params = _params(case, 1 / math.sqrt(case.d))
-    (fwd, bwd), (fwd_trim, bwd_trim) = _trim_configs(case, k, params)
-    out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=fwd)
-    do = torch.randn_like(out)
-    grads = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params, config=bwd)
-    fill_shared_memory_with_nan()
-    out_t, lse_t = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=fwd_trim)
-    assert torch.equal(out_t, out) and torch.equal(lse_t, lse)
-    fill_shared_memory_with_nan()
-    trimmed = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params, config=bwd_trim)
-    for name, g, g1 in zip("kv", grads[1:], trimmed[1:]):
-        assert torch.equal(g, g1), f"d{name} differs with trim_kv_tail after stale shared memory"
-    assert trimmed[0].isfinite().all()
-    torch.testing.assert_close(trimmed[0].float(), grads[0].float(), rtol=2**-7, atol=1e-4)
 
 
 @pytest.mark.gpu
