@@ -26,26 +26,16 @@ REDUCE_ADD = """                                tlx.async_descriptor_store(desc_
 DQ_GEMMS = """                                tlx.fence("async_shared")
                                 tlx.local_store(ds_tiles[cid], dst)
                                 tlx.fence("async_shared")
-                                if OWN_HALF_FIRST:
-                                    # this consumer's own key half needs no hand-off: its GEMM
-                                    # runs while the other consumer's dS^T half is on its way
-                                    first = cid
-                                else:
-                                    first = 0
-                                    tlx.named_barrier_wait(DS_READY_BAR, 256)
-                                k0 = _opaque(2 * slot + first)
-                                d0 = _opaque(first)
+                                tlx.named_barrier_wait(DS_READY_BAR, 256)
+                                k0 = _opaque(2 * slot)
+                                d0 = _opaque(0)
                                 dq = tlx.async_dot(
                                     tlx.local_trans(ds_tiles[d0]),
                                     tlx.local_slice(k_tiles[k0], [0, cid * DQ_COLS],
                                                     [HALF, DQ_COLS]))
-                                if OWN_HALF_FIRST:
-                                    tlx.named_barrier_wait(DS_READY_BAR, 256)
-                                k1 = _opaque(2 * slot + 1 - first)
-                                d1 = _opaque(1 - first)
                                 dq = tlx.async_dot(
-                                    tlx.local_trans(ds_tiles[d1]),
-                                    tlx.local_slice(k_tiles[k1], [0, cid * DQ_COLS],
+                                    tlx.local_trans(ds_tiles[d0 + 1]),
+                                    tlx.local_slice(k_tiles[k0 + 1], [0, cid * DQ_COLS],
                                                     [HALF, DQ_COLS]), dq)
 """
 DQ_ZEROS = """                                dq = tl.zeros([BLOCK_MQ, DQ_COLS], dtype=tl.float32) + lse2[:, None]

@@ -285,10 +285,6 @@ class BwdConfig:
     # backward on PMA q128/q192 fill 0.9 and -6..-8 % in 2 of 3 samples at q128 fill 0.5, but
     # +0..+6 % on self and +1 % on dense B4 H32, so `bwd_config` takes it for broadcast_q only
     dkdv_early_q_release: bool = False
-    # fused dK/dV pass: each consumer issues the dQ GEMM over its own key half's dS^T before it
-    # waits for the other consumer's half (DS_READY), instead of both GEMMs after the wait. Run
-    # 20c: that wait is 10 % of a consumer's stall samples on PMA q128. Prepared in session 18
-    dkdv_own_half_first: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -385,8 +381,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release,
-        OWN_HALF_FIRST=cfg.dkdv_own_half_first, num_warps=4, num_stages=1)
+        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, num_warps=4, num_stages=1)
     if fused_dq:
         return dq_acc.to(query.dtype), dk, dv
 

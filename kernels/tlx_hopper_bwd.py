@@ -161,7 +161,6 @@ def jfa_bwd_dkdv_kernel(
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, EARLY_Q_RELEASE: tl.constexpr,
-    OWN_HALF_FIRST: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -319,26 +318,16 @@ def jfa_bwd_dkdv_kernel(
                                 tlx.fence("async_shared")
                                 tlx.local_store(ds_tiles[cid], dst)
                                 tlx.fence("async_shared")
-                                if OWN_HALF_FIRST:
-                                    # this consumer's own key half needs no hand-off: its GEMM
-                                    # runs while the other consumer's dS^T half is on its way
-                                    first = cid
-                                else:
-                                    first = 0
-                                    tlx.named_barrier_wait(DS_READY_BAR, 256)
-                                k0 = _opaque(2 * slot + first)
-                                d0 = _opaque(first)
+                                tlx.named_barrier_wait(DS_READY_BAR, 256)
+                                k0 = _opaque(2 * slot)
+                                d0 = _opaque(0)
                                 dq = tlx.async_dot(
                                     tlx.local_trans(ds_tiles[d0]),
                                     tlx.local_slice(k_tiles[k0], [0, cid * DQ_COLS],
                                                     [HALF, DQ_COLS]))
-                                if OWN_HALF_FIRST:
-                                    tlx.named_barrier_wait(DS_READY_BAR, 256)
-                                k1 = _opaque(2 * slot + 1 - first)
-                                d1 = _opaque(1 - first)
                                 dq = tlx.async_dot(
-                                    tlx.local_trans(ds_tiles[d1]),
-                                    tlx.local_slice(k_tiles[k1], [0, cid * DQ_COLS],
+                                    tlx.local_trans(ds_tiles[d0 + 1]),
+                                    tlx.local_slice(k_tiles[k0 + 1], [0, cid * DQ_COLS],
                                                     [HALF, DQ_COLS]), dq)
                             dk = tlx.async_dot_wait(0, dk)
                             dv = tlx.async_dot_wait(0, dv)

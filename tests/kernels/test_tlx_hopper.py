@@ -385,8 +385,6 @@ BWD_SWITCHES = {
                             lambda: [c for c in bwd_cases() if c.d == 128 and c.mode == "bcast"]),
     "bwd-late-q-release": ({"dkdv_early_q_release": False},
                            lambda: [c for c in bwd_cases() if c.d == 128 and c.mode != "bcast"]),
-    # the fused pass's dQ GEMM over a consumer's own dS^T half issued before the hand-off's wait
-    "bwd-own-half-first": ({"dkdv_own_half_first": True}, lambda: [c for c in bwd_cases() if c.d == 128]),
 }
 
 

@@ -87,9 +87,3 @@ def test_fused_dq_at_d128_needs_a_two_slot_q_ring(slots):
 def test_q_slot_released_late_for_broadcast_only(broadcast_q, q_len):
     # run 16: late release -2..-3 % forward+backward on PMA fill 0.9, +0..+6 % on self
     assert bwd_config(128, broadcast_q, q_len, 4, 132).dkdv_early_q_release == (not broadcast_q)
-
-
-def test_dkdv_own_half_first_off_by_default():
-    # prepared in session 18, not yet run on the GPU: no launcher choice takes it
-    for broadcast_q, q_len in ((True, 128), (True, 192), (False, 0)):
-        assert not bwd_config(128, broadcast_q, q_len, 4, 132).dkdv_own_half_first
