@@ -341,7 +341,7 @@ def fwd_cases() -> list[Case]:
 def bwd_cases() -> list[Case]:
     """Backward cases; at D=128 the default fuses dQ into the dK/dV pass (`BwdConfig.fused_dq`):
     odd lengths (steps straddling qlen reduce-add zeros into the neighbour's rows, keys past klen
-    masked), GQA, masks, fp16, empty and length-1 sequences, broadcast Q (q 128/192/300), small grids
+    masked), GQA, masks, fp16, empty and length-1 sequences, broadcast Q (q 1/64/128/192/300), small grids
     (many tiles per CTA: the held-slot protocols)."""
     C = []
     for d in (64, 128):
@@ -359,7 +359,9 @@ def bwd_cases() -> list[Case]:
                 Case("self", 40, 300, 300, 2, 2, 128, "bf16", False, 37, grid=3),
                 Case("cross", 30, 100, 100, 2, 2, 128, "bf16", lens="empty_q"),
                 Case("bcast", 150, 192, 260, 4, 2, 128, "bf16"),       # GQA: 2 q heads per CTA
-                Case("bcast", 80, 128, 300, 4, 4, 128, "bf16", grid=3)]  # more KV heads than CTAs
+                Case("bcast", 80, 128, 300, 4, 4, 128, "bf16", grid=3),  # more KV heads than CTAs
+                Case("bcast", 100, 64, 200, 2, 2, 128, "bf16"),  # one 64-row step per KV tile
+                Case("bcast", 60, 1, 150, 2, 2, 128, "bf16")]    # one query row
 
 
 def tail_cases() -> list[Case]:
