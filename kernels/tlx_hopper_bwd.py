@@ -154,12 +154,12 @@ def _release_held_q_slot(q_empties, held_q):
 def _dkdv_tile(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB, tile_window, ctas_per_head,
                RESIDENT_Q: tl.constexpr):
     """(valid, b, KV head, KV block) of the it-th dK/dV tile of CTA pid. RESIDENT_Q: CTA pid
-    works for KV head pid // ctas_per_head only, dealt that head's n_tiles entries (zigzag)."""
+    works for KV head pid // ctas_per_head only (the grid is HKV * ctas_per_head), dealt that
+    head's n_tiles entries (zigzag)."""
     if RESIDENT_Q:
         hk = pid // ctas_per_head
         valid, b, _, nb = tile_at(it, pid % ctas_per_head, ctas_per_head, tile_entry, n_tiles, B,
                                   1, NUM_NB, 1, 1, False)
-        valid = valid & (hk < HKV)
     else:
         valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB, 1,
                                    tile_window, False)
@@ -242,13 +242,12 @@ def jfa_bwd_dkdv_kernel(
         with tlx.async_task("default"):
             cnt_kv = 0
             cnt_q = 0
-            if RESIDENT_Q:
-                if pid // ctas_per_head < HKV:  # this CTA's head's Q, once
-                    tlx.barrier_expect_bytes(q_res_full[0], 2 * STEP_BYTES)
-                    for i in tl.static_range(2):
-                        tlx.async_descriptor_load(desc_q, q_res[i],
-                                                  [i * BLOCK_MQ, (pid // ctas_per_head) * HEAD_DIM],
-                                                  q_res_full[0])
+            if RESIDENT_Q:  # this CTA's head's Q, once
+                tlx.barrier_expect_bytes(q_res_full[0], 2 * STEP_BYTES)
+                for i in tl.static_range(2):
+                    tlx.async_descriptor_load(desc_q, q_res[i],
+                                              [i * BLOCK_MQ, (pid // ctas_per_head) * HEAD_DIM],
+                                              q_res_full[0])
             for it in range(0, n_iter):
                 valid, b, hk, nb = _dkdv_tile(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB,
                                               tile_window, ctas_per_head, RESIDENT_Q)
@@ -295,6 +294,10 @@ def jfa_bwd_dkdv_kernel(
                             # precede the release)
                             tlx.barrier_arrive(q_fulls[q_slot], 1)
                             cnt_q += 1
+            if RESIDENT_Q:
+                # a CTA may have no tile (fewer entries than CTAs per head): its Q loads must
+                # land before it exits
+                tlx.barrier_wait(q_res_full[0], 0)
 
         # ---- consumers: dK, dV of 64 KV rows each --------------------------------------------
         with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=2):

@@ -361,7 +361,8 @@ def bwd_cases() -> list[Case]:
                 Case("bcast", 150, 192, 260, 4, 2, 128, "bf16"),       # GQA: 2 q heads per CTA
                 Case("bcast", 80, 128, 300, 4, 4, 128, "bf16", grid=3),  # more KV heads than CTAs
                 Case("bcast", 100, 64, 200, 2, 2, 128, "bf16"),  # one 64-row step per KV tile
-                Case("bcast", 60, 1, 150, 2, 2, 128, "bf16")]    # one query row
+                Case("bcast", 60, 1, 150, 2, 2, 128, "bf16"),    # one query row
+                Case("bcast", 2, 128, 100, 2, 2, 128, "bf16")]   # fewer tiles than CTAs
 
 
 def tail_cases() -> list[Case]:
