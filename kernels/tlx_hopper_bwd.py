@@ -310,6 +310,8 @@ def jfa_bwd_dkdv_kernel(
             # store drains while that step computes.
             held_slot = -1
             held_q = -1  # FUSED_DQ: likewise the Q/dO slot a dQ reduce-add is still reading
+            if RESIDENT_Q:  # every CTA's producer loads its head's Q once, first
+                tlx.barrier_wait(q_res_full[0], 0)
             for it in range(0, n_iter):
                 valid, b, hk, nb = _dkdv_tile(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB,
                                               tile_window, ctas_per_head, RESIDENT_Q)
@@ -319,8 +321,6 @@ def jfa_bwd_dkdv_kernel(
                     n0 = nb * BLOCK_N
                     qlo, nsteps = q_block_range(n0, klen, qlen, window, CAUSAL, HAS_WINDOW,
                                                 BLOCK_N, BLOCK_MQ)
-                    if RESIDENT_Q:  # phase 0 completes once, at the first tile
-                        tlx.barrier_wait(q_res_full[0], 0)
                     kv_pos = n0 + cid * HALF + tl.arange(0, HALF)   # this warpgroup's key rows
                     dk = tl.zeros([HALF, HEAD_DIM], dtype=tl.float32)
                     dv = tl.zeros([HALF, HEAD_DIM], dtype=tl.float32)

@@ -2,7 +2,8 @@
 
 import pytest
 
-from kernels.tlx_hopper import BwdConfig, bwd_config, fuses_dq, fwd_config, tile_window_for
+from kernels.tlx_hopper import (BwdConfig, bwd_config, dkdv_ctas_per_head, fuses_dq, fwd_config,
+                                tile_window_for)
 
 H200_L2 = 50 * 2**20
 
@@ -98,8 +99,6 @@ def test_q_slot_released_late_for_broadcast_only(broadcast_q, q_len):
     (False, 0, 4, 4, None, 132, 0)])
 def test_dkdv_resident_q_applies_to_short_broadcast_q_only(broadcast_q, q_len, heads, kv_heads, window,
                                                           sms, want):
-    from kernels.tlx_hopper import dkdv_ctas_per_head
-
     cfg = BwdConfig(dkdv_resident_q=True)
     assert dkdv_ctas_per_head(cfg, True, broadcast_q, q_len, heads, kv_heads, window, sms) == want
     assert dkdv_ctas_per_head(cfg, False, broadcast_q, q_len, heads, kv_heads, window, sms) == 0  # unfused
