@@ -285,12 +285,6 @@ class BwdConfig:
     # backward on PMA q128/q192 fill 0.9 and -6..-8 % in 2 of 3 samples at q128 fill 0.5, but
     # +0..+6 % on self and +1 % on dense B4 H32, so `bwd_config` takes it for broadcast_q only
     dkdv_early_q_release: bool = False
-    # fused dK/dV pass for broadcast_q (q_len <= 128, one q head per KV head, no window): each CTA
-    # works for one KV head (n_sm // HKV CTAs per head) and keeps that head's Q in shared memory
-    # for the whole launch, so a step loads only dO (`dkdv_resident_q`). Run 20c: the PMA q128
-    # pass runs at 89 % of L2 throughput and the per-step Q loads are ~0.7 of its 8.1 GB through
-    # L2. Prepared in session 18, not yet run on the GPU
-    dkdv_resident_q: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -317,16 +311,6 @@ def fuses_dq(cfg: BwdConfig, head_dim: int, broadcast_q: bool, deterministic: bo
 
 DKDV_BLOCK_N = 128  # KV rows per dk/dv tile
 DKDV_STEP = 64      # query rows per dk/dv step
-
-
-def dkdv_ctas_per_head(cfg: BwdConfig, fused_dq: bool, broadcast_q: bool, q_len: int,
-                       num_heads: int, num_kv_heads: int, window, num_sms: int) -> int:
-    """CTAs per KV head of the dK/dV pass with `BwdConfig.dkdv_resident_q`, or 0 where it does not
-    apply (the launch then deals every head's tiles over all CTAs)."""
-    if (cfg.dkdv_resident_q and fused_dq and broadcast_q and q_len <= 2 * DKDV_STEP
-            and num_heads == num_kv_heads and window is None):
-        return num_sms // num_kv_heads
-    return 0
 
 
 def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, params,
@@ -391,15 +375,13 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         desc_dk, desc_dv = desc_k, desc_v  # not written: every half takes tl.store
     # fused: each consumer reduce-adds a [64 rows, D/2 columns] fp32 partial
     desc_dq = _descriptor(dq_acc, dq_acc.shape[0], 64, d // 2) if fused_dq else desc_q
-    ctas_per_head = dkdv_ctas_per_head(cfg, fused_dq, broadcast, q_len, hq, hkv, window, n_sm)
-    jfa_bwd_dkdv_kernel[(hkv * ctas_per_head if ctas_per_head else n_sm,)](
+    jfa_bwd_dkdv_kernel[(n_sm,)](
         desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv, desc_dq, dk, dv, lse, delta, q_off,
         key_offset, entries, n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out,
-        cfg.tile_window or num_nb, ctas_per_head,
+        cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release,
-        RESIDENT_Q=ctas_per_head > 0, num_warps=4, num_stages=1)
+        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, num_warps=4, num_stages=1)
     if fused_dq:
         return dq_acc.to(query.dtype), dk, dv
 

@@ -151,33 +151,16 @@ def _release_held_q_slot(q_empties, held_q):
 
 
 @triton.jit
-def _dkdv_tile(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB, tile_window, ctas_per_head,
-               RESIDENT_Q: tl.constexpr):
-    """(valid, b, KV head, KV block) of the it-th dK/dV tile of CTA pid. RESIDENT_Q: CTA pid
-    works for KV head pid // ctas_per_head only (the grid is HKV * ctas_per_head), dealt that
-    head's n_tiles entries (zigzag)."""
-    if RESIDENT_Q:
-        hk = pid // ctas_per_head
-        valid, b, _, nb = tile_at(it, pid % ctas_per_head, ctas_per_head, tile_entry, n_tiles, B,
-                                  1, NUM_NB, 1, 1, False)
-    else:
-        valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB, 1,
-                                   tile_window, False)
-    return valid, b, hk, nb
-
-
-@triton.jit
 def jfa_bwd_dkdv_kernel(
     desc_q, desc_do, desc_k, desc_v,   # TMA: q [rows_q, Hq*D], do [total_out, Hq*D], k/v [total_kv, Hkv*D]
     desc_dk, desc_dv,                  # TMA stores of dK/dV [total_kv, Hkv*D] (TMA_EPILOGUE)
     desc_dq,                           # FUSED_DQ: TMA reduce-add target, fp32 dQ [rows_q, Hq*D],
                                        #   box [64, D/2]
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, q_off, k_off, tile_entry, n_entries,
-    sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out, tile_window, ctas_per_head,
+    sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out, tile_window,
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, EARLY_Q_RELEASE: tl.constexpr,
-    RESIDENT_Q: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -194,19 +177,8 @@ def jfa_bwd_dkdv_kernel(
     # ---- shared memory and barriers -------------------------------------------------------
     k_tiles = tlx.local_alloc((HALF, HEAD_DIM), dtype, 2 * NUM_BUF_KV)
     v_tiles = tlx.local_alloc((HALF, HEAD_DIM), dtype, 2 * NUM_BUF_KV)
-    if RESIDENT_Q:
-        # broadcast Q (q_len <= 128, one q head per KV head, no window): the head's two 64-row
-        # Q tiles stay for the whole launch; step slot i holds only dO (do_tiles[i])
-        tl.static_assert(FUSED_DQ and BROADCAST_Q and not HAS_WINDOW,
-                         "RESIDENT_Q is for the fused broadcast_q pass without a window")
-        q_res = tlx.local_alloc((BLOCK_MQ, HEAD_DIM), dtype, 2)
-        q_res_full = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
-        # one tile more than the ring: consumer 0's dQ staging (below)
-        do_tiles = tlx.local_alloc((BLOCK_MQ, HEAD_DIM), dtype, NUM_BUF_Q + 1)
-    else:
-        # step slot i: Q tile qdo_tiles[2i], dO tile qdo_tiles[2i + 1] (adjacent: FUSED_DQ stages
-        # over them)
-        qdo_tiles = tlx.local_alloc((BLOCK_MQ, HEAD_DIM), dtype, 2 * NUM_BUF_Q)
+    # step slot i: Q tile qdo_tiles[2i], dO tile qdo_tiles[2i + 1] (adjacent: FUSED_DQ stages over them)
+    qdo_tiles = tlx.local_alloc((BLOCK_MQ, HEAD_DIM), dtype, 2 * NUM_BUF_Q)
     kv_fulls = tlx.alloc_barriers(num_barriers=2 * NUM_BUF_KV, arrive_count=1)
     kv_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=2)
     # step slot i's row statistics: LSE (base 2, +inf where P = 0) at 2i, delta at 2i + 1
@@ -218,39 +190,20 @@ def jfa_bwd_dkdv_kernel(
     if FUSED_DQ:
         # dS^T of the step, one [64 keys, 64 queries] half per consumer: dQ's A operand (transposed)
         ds_tiles = tlx.local_alloc((HALF, BLOCK_MQ), dtype, 2)
-        if RESIDENT_Q:
-            # consumer 1's partial is staged over the step's dO tile, consumer 0's over the tile
-            # past the ring (the resident Q must stay). A separate allocation used by one consumer
-            # replica only does not compile (TritonTLXFixup: value defined outside the region)
-            dq_stage = tlx.local_alloc((BLOCK_MQ, DQ_COLS), tl.float32, NUM_BUF_Q + 1,
-                                       reuse=do_tiles)
-        else:
-            # consumer c's fp32 dQ partial [64 queries, D/2 columns] is staged over the step's Q
-            # tile (c = 0) or dO tile (c = 1): the same bytes, free once both consumers' wgmmas
-            # finished
-            dq_stage = tlx.local_alloc((BLOCK_MQ, DQ_COLS), tl.float32, 2 * NUM_BUF_Q,
-                                       reuse=qdo_tiles)
-    if RESIDENT_Q:
-        n_tiles = tl.load(n_entries)  # per KV head
-        n_iter = n_iterations(n_tiles, ctas_per_head, B, 1, False)
-    else:
-        n_tiles = tl.load(n_entries) * HKV
-        n_iter = n_iterations(n_tiles, n_prog, B, 1, False)
+        # consumer c's fp32 dQ partial [64 queries, D/2 columns] is staged over the step's Q tile
+        # (c = 0) or dO tile (c = 1): the same bytes, free once both consumers' wgmmas finished
+        dq_stage = tlx.local_alloc((BLOCK_MQ, DQ_COLS), tl.float32, 2 * NUM_BUF_Q, reuse=qdo_tiles)
+    n_tiles = tl.load(n_entries) * HKV
+    n_iter = n_iterations(n_tiles, n_prog, B, 1, False)
 
     with tlx.async_tasks():
         # ---- producer: K/V halves per tile, Q/dO per step -----------------------------------
         with tlx.async_task("default"):
             cnt_kv = 0
             cnt_q = 0
-            if RESIDENT_Q:  # this CTA's head's Q, once
-                tlx.barrier_expect_bytes(q_res_full[0], 2 * STEP_BYTES)
-                for i in tl.static_range(2):
-                    tlx.async_descriptor_load(desc_q, q_res[i],
-                                              [i * BLOCK_MQ, (pid // ctas_per_head) * HEAD_DIM],
-                                              q_res_full[0])
             for it in range(0, n_iter):
-                valid, b, hk, nb = _dkdv_tile(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB,
-                                              tile_window, ctas_per_head, RESIDENT_Q)
+                valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB,
+                                           1, tile_window, False)
                 if valid:
                     q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
                                                                        BROADCAST_Q)
@@ -275,29 +228,17 @@ def jfa_bwd_dkdv_kernel(
                             lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
                                                      i0 + tl.arange(0, BLOCK_MQ), qlen)
                             tlx.barrier_wait(q_empties[q_slot], q_phase ^ 1)
-                            if RESIDENT_Q:
-                                tlx.barrier_expect_bytes(q_fulls[q_slot], STEP_BYTES)
-                                tlx.async_descriptor_load(desc_do, do_tiles[q_slot],
-                                                          [out_row0 + i0, h * HEAD_DIM],
-                                                          q_fulls[q_slot])
-                            else:
-                                tlx.barrier_expect_bytes(q_fulls[q_slot], 2 * STEP_BYTES)
-                                tlx.async_descriptor_load(desc_q, qdo_tiles[2 * q_slot],
-                                                          [q_row0 + i0, h * HEAD_DIM],
-                                                          q_fulls[q_slot])
-                                tlx.async_descriptor_load(desc_do, qdo_tiles[2 * q_slot + 1],
-                                                          [out_row0 + i0, h * HEAD_DIM],
-                                                          q_fulls[q_slot])
+                            tlx.barrier_expect_bytes(q_fulls[q_slot], 2 * STEP_BYTES)
+                            tlx.async_descriptor_load(desc_q, qdo_tiles[2 * q_slot],
+                                                      [q_row0 + i0, h * HEAD_DIM], q_fulls[q_slot])
+                            tlx.async_descriptor_load(desc_do, qdo_tiles[2 * q_slot + 1],
+                                                      [out_row0 + i0, h * HEAD_DIM], q_fulls[q_slot])
                             tlx.local_store(step_stats[2 * q_slot], lse2)
                             tlx.local_store(step_stats[2 * q_slot + 1], delta)
                             # (barrier_arrive syncs the warpgroup first: every thread's stores
                             # precede the release)
                             tlx.barrier_arrive(q_fulls[q_slot], 1)
                             cnt_q += 1
-            if RESIDENT_Q:
-                # a CTA may have no tile (fewer entries than CTAs per head): its Q loads must
-                # land before it exits
-                tlx.barrier_wait(q_res_full[0], 0)
 
         # ---- consumers: dK, dV of 64 KV rows each --------------------------------------------
         with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=2):
@@ -310,11 +251,9 @@ def jfa_bwd_dkdv_kernel(
             # store drains while that step computes.
             held_slot = -1
             held_q = -1  # FUSED_DQ: likewise the Q/dO slot a dQ reduce-add is still reading
-            if RESIDENT_Q:  # every CTA's producer loads its head's Q once, first
-                tlx.barrier_wait(q_res_full[0], 0)
             for it in range(0, n_iter):
-                valid, b, hk, nb = _dkdv_tile(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB,
-                                              tile_window, ctas_per_head, RESIDENT_Q)
+                valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB,
+                                           1, tile_window, False)
                 if valid:
                     q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
                                                                        BROADCAST_Q)
@@ -340,12 +279,8 @@ def jfa_bwd_dkdv_kernel(
                             tlx.barrier_wait(q_fulls[q_slot], q_phase)
                             lse2 = tlx.local_load(step_stats[2 * q_slot])
                             delta = tlx.local_load(step_stats[2 * q_slot + 1])
-                            if RESIDENT_Q:  # i0 is 0 or 64: no window, q_len <= 128
-                                q_t = q_res[i0 // BLOCK_MQ]
-                                do_t = do_tiles[q_slot]
-                            else:
-                                q_t = qdo_tiles[2 * q_slot]
-                                do_t = qdo_tiles[2 * q_slot + 1]
+                            q_t = qdo_tiles[2 * q_slot]
+                            do_t = qdo_tiles[2 * q_slot + 1]
                             if FUSED_DQ:
                                 # _opaque buffer indices: the compiler recomputes the wgmma
                                 # descriptors per step instead of holding them in registers
@@ -403,15 +338,7 @@ def jfa_bwd_dkdv_kernel(
                                 # the step's Q/dO tiles and both dS^T halves are read: stage the
                                 # partial over them and reduce-add it into dQ by TMA
                                 tlx.named_barrier_wait(STEP_DONE_BAR, 256)
-                                if RESIDENT_Q:
-                                    # consumer 0's own buffer: its last reduce-add was waited for
-                                    # when it released its previous Q/dO slot, earlier this step
-                                    if cid == 0:
-                                        stage = dq_stage[_opaque(NUM_BUF_Q)]
-                                    else:
-                                        stage = dq_stage[q_slot]
-                                else:
-                                    stage = dq_stage[2 * q_slot + cid]
+                                stage = dq_stage[2 * q_slot + cid]
                                 tlx.fence("async_shared")
                                 tlx.local_store(stage, dq * sm_scale)
                                 tlx.fence("async_shared")

@@ -388,11 +388,6 @@ BWD_SWITCHES = {
                             lambda: [c for c in bwd_cases() if c.d == 128 and c.mode == "bcast"]),
     "bwd-late-q-release": ({"dkdv_early_q_release": False},
                            lambda: [c for c in bwd_cases() if c.d == 128 and c.mode != "bcast"]),
-    # broadcast Q resident, one KV head per CTA (q_len <= 128, one q head per KV head, no window);
-    # the other broadcast cases check that it is routed away (q 192/300, GQA, window, more KV
-    # heads than CTAs), the small grids put many tiles through one CTA
-    "bwd-resident-q": ({"dkdv_resident_q": True},
-                       lambda: [c for c in bwd_cases() if c.d == 128 and c.mode == "bcast"]),
 }
 
 

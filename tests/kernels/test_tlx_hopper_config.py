@@ -2,8 +2,7 @@
 
 import pytest
 
-from kernels.tlx_hopper import (BwdConfig, bwd_config, dkdv_ctas_per_head, fuses_dq, fwd_config,
-                                tile_window_for)
+from kernels.tlx_hopper import BwdConfig, bwd_config, fuses_dq, fwd_config, tile_window_for
 
 H200_L2 = 50 * 2**20
 
@@ -88,19 +87,3 @@ def test_fused_dq_at_d128_needs_a_two_slot_q_ring(slots):
 def test_q_slot_released_late_for_broadcast_only(broadcast_q, q_len):
     # run 16: late release -2..-3 % forward+backward on PMA fill 0.9, +0..+6 % on self
     assert bwd_config(128, broadcast_q, q_len, 4, 132).dkdv_early_q_release == (not broadcast_q)
-
-
-@pytest.mark.parametrize("broadcast_q,q_len,heads,kv_heads,window,sms,want", [
-    (True, 128, 4, 4, None, 132, 33), (True, 64, 3, 3, None, 132, 44), (True, 1, 2, 2, None, 3, 1),
-    (True, 192, 4, 4, None, 132, 0),   # three 64-row Q tiles: no room
-    (True, 128, 4, 2, None, 132, 0),   # GQA: two heads' Q per CTA
-    (True, 128, 4, 4, 37, 132, 0),     # a window starts steps off the 64-row tiles
-    (True, 128, 4, 4, None, 3, 0),     # more KV heads than CTAs
-    (False, 0, 4, 4, None, 132, 0)])
-def test_dkdv_resident_q_applies_to_short_broadcast_q_only(broadcast_q, q_len, heads, kv_heads, window,
-                                                          sms, want):
-    cfg = BwdConfig(dkdv_resident_q=True)
-    assert dkdv_ctas_per_head(cfg, True, broadcast_q, q_len, heads, kv_heads, window, sms) == want
-    assert dkdv_ctas_per_head(cfg, False, broadcast_q, q_len, heads, kv_heads, window, sms) == 0  # unfused
-    # prepared in session 18, not yet run on the GPU: off in every launcher choice
-    assert not bwd_config(128, broadcast_q, q_len, heads, sms).dkdv_resident_q
