@@ -150,12 +150,15 @@ def make_inputs(workload: Workload, lengths: Lengths, device: torch.device | str
 
     pma = workload.kind == "pma"
     total_kv = int(lengths.kv.sum())
+    key_offset = offsets(lengths.kv)
+    # self-attention passes one offsets tensor for both sides, as the model's layers do
+    same = lengths.q.shape == lengths.kv.shape and torch.equal(lengths.q, lengths.kv)
     return JaggedInputs(
         query=randn(workload.q_len if pma else int(lengths.q.sum())),
         key=randn(total_kv),
         value=randn(total_kv),
-        query_offset=None if pma else offsets(lengths.q),
-        key_offset=offsets(lengths.kv),
+        query_offset=None if pma else (key_offset if same else offsets(lengths.q)),
+        key_offset=key_offset,
         max_seq_len_q=workload.q_len if pma else int(lengths.q.max()),
         max_seq_len_kv=int(lengths.kv.max()),
         broadcast_q=pma,

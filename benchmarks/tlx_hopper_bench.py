@@ -1,6 +1,6 @@
 """Time the TLX Hopper JFA kernels against varlen_attn and the fbtriton TLX tutorial (H200).
 
-    python -m benchmarks.tlx_hopper_bench [--out results.json] [--bwd] [--only SUBSTR]
+    python -m benchmarks.tlx_hopper_bench [--out results.json] [--bwd] [--only SUBSTR[,...]]
         [--ab FIELD=VALUE[,FIELD=VALUE...]] [--ab-bwd FIELD=VALUE[,...]] [--graph]
         [--baseline-rounds N]
 
@@ -374,7 +374,8 @@ def main():
     ap.add_argument("--graph", action="store_true",
                     help="also time the tlx calls (and varlen's forward) replayed from a CUDA graph: "
                          "*_graph_ms, how much of the call is the host's launch path")
-    ap.add_argument("--only", default="")
+    ap.add_argument("--only", default="", metavar="SUBSTR[,...]",
+                    help="the shapes whose name contains one of these substrings")
     ap.add_argument("--ab-rounds", type=int, default=AB_ROUNDS,
                     help="A/B timings in ABBA order, this many rounds (1: runs 1-17's single A then B)")
     ap.add_argument("--baseline-rounds", type=int, default=BASELINE_ROUNDS,
@@ -409,7 +410,7 @@ def main():
         tut = None
     rows = []
     for sh in shapes():
-        if args.only not in sh["name"]:
+        if not any(part in sh["name"] for part in args.only.split(",")):
             continue
         started = time.time()
         try:

@@ -29,6 +29,11 @@ over the step's Q (c = 0) or dO (c = 1) tile and reduce-adds it into an fp32 dQ 
 read it. Keys past klen get P = 0 (their dS would reach dQ). broadcast_q: every tile adds into the
 same q_len rows (fp32, L2-resident).
 
+ZERO_DQ_IN_PASS (`BwdConfig.dkdv_zero_dq`, off; self-attention without a window): the fused
+pass's producer zeroes each query step's fp32 dQ rows the first time any CTA reaches the step,
+under a per-step claim flag (`_zero_dq_step_once`), instead of the preprocess kernel zeroing the
+whole fp32 dQ before the pass.
+
 Row statistics: pass 1's producer loads each query step's LSE/delta and stores them beside the
 step's Q/dO slot, so pass 1's consumers issue no global loads (run 16: loaded by the consumers,
 in the step or a step ahead, they stalled the step's math; the producer waits for them off the
@@ -140,6 +145,80 @@ def _opaque(x):
                                      is_pure=False, pack=1)
 
 
+def _zero_step_asm() -> str:
+    """PTX of `_zero_dq_step_once` for one producer thread t (of 128): claim flag t of the step with
+    a CAS 0 -> 1; the claimant zeroes its share, 16 B per row at column 16 t % 512 bytes of rows
+    16 (t // 32) + j, j < 16, below $3 (a warp stores whole 512 B rows), then publishes 2; every
+    other thread waits for 2. The proxy fences order the zeros (generic stores) before the TMA
+    reduce-adds (async proxy) that the step's consumers issue later."""
+    zero_rows = "\n".join(
+        f"setp.lt.s32 %pr, %row, $3; @%pr st.global.v4.f32 [%a], {{0f00000000, 0f00000000, "
+        f"0f00000000, 0f00000000}}; add.s64 %a, %a, %stride; add.s32 %row, %row, 1;"
+        for _ in range(16))
+    return f"""{{
+.reg .pred %pr, %pw;
+.reg .b32 %t, %old, %row;
+.reg .b64 %fa, %a, %off, %stride;
+mov.u32 %t, %tid.x;
+and.b32 %t, %t, 127;
+mul.wide.u32 %off, %t, 4;
+add.s64 %fa, $1, %off;
+atom.relaxed.gpu.global.cas.b32 %old, [%fa], 0, 1;
+setp.ne.u32 %pw, %old, 0;
+@%pw bra WAIT_${{:uid}};
+shr.u32 %row, %t, 5;
+shl.b32 %row, %row, 4;
+cvt.u64.u32 %stride, $4;
+mul.wide.u32 %off, %row, $4;
+add.s64 %a, $2, %off;
+and.b32 %old, %t, 31;
+mul.wide.u32 %off, %old, 16;
+add.s64 %a, %a, %off;
+{zero_rows}
+fence.proxy.async.global;
+fence.acq_rel.gpu;
+st.relaxed.gpu.global.b32 [%fa], 2;
+bra DONE_${{:uid}};
+WAIT_${{:uid}}:
+ld.acquire.gpu.global.b32 %old, [%fa];
+setp.ne.u32 %pw, %old, 2;
+@%pw nanosleep.u32 32;
+@%pw bra WAIT_${{:uid}};
+fence.proxy.async.global;
+DONE_${{:uid}}:
+mov.u32 $0, 0;
+}}"""
+
+
+ZERO_STEP_ASM = tl.constexpr(_zero_step_asm())
+
+
+@triton.jit
+def _dq_step_id(q_row0, i0, b):
+    """ZERO_DQ_IN_PASS: the index of query step (batch b, rows i0..i0+63 of a sequence starting at
+    row q_row0; i0 a multiple of 64), in [0, total_q // 64 + B]. Unique per step: a sequence's
+    steps reach fewer than 64 rows into the next sequence, which the + b makes up for."""
+    return (q_row0 + i0) // 64 + b
+
+
+@triton.jit
+def _zero_dq_step_once(zero_flags, dq_acc, b, q_row0, i0, h, qlen, HQ, HEAD_DIM: tl.constexpr):
+    """ZERO_DQ_IN_PASS (self-attention, no window): the producer zeroes query step (b, head h, rows
+    i0..i0+63)'s fp32 dQ rows the first time any CTA reaches the step, before the step's consumers
+    can reduce-add into them; the other CTAs' producers wait until it is done. Steps start at
+    multiples of 64 from the sequence start (no window), so every CTA names a step alike. Only
+    rows below qlen are zeroed (the rest are the next sequence's). The claimant is a running CTA,
+    so no CTA waits on one that has not started."""
+    tl.static_assert(HEAD_DIM == 128, "a producer thread zeroes 16 B of a 512 B dQ row")
+    step = _dq_step_id(q_row0, i0, b).to(tl.int64)
+    flags = zero_flags + (step * HQ + h) * 128
+    rows = dq_acc + (q_row0 + i0).to(tl.int64) * (HQ * HEAD_DIM) + h * HEAD_DIM
+    tl.inline_asm_elementwise(ZERO_STEP_ASM, "=r,l,l,r,r",
+                              [flags.to(tl.int64), rows.to(tl.int64), tl.minimum(qlen - i0, 64),
+                               HQ * HEAD_DIM * 4],
+                              dtype=tl.int32, is_pure=False, pack=1)
+
+
 @triton.jit
 def _release_held_q_slot(q_empties, held_q):
     """FUSED_DQ: give the Q/dO slot (held_q >= 0) that staged the previous step's dQ partial back
@@ -157,10 +236,13 @@ def jfa_bwd_dkdv_kernel(
     desc_dq,                           # FUSED_DQ: TMA reduce-add target, fp32 dQ [rows_q, Hq*D],
                                        #   box [64, D/2]
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, q_off, k_off, tile_entry, n_entries,
+    dq_acc, zero_flags,                # ZERO_DQ_IN_PASS: the fp32 dQ (as desc_dq), one int32 flag
+                                       #   per (query step, q head, producer thread), zeroed
     sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out, tile_window,
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, EARLY_Q_RELEASE: tl.constexpr,
+    ZERO_DQ_IN_PASS: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -227,6 +309,9 @@ def jfa_bwd_dkdv_kernel(
                             # the statistics' loads are in flight while the slot drains
                             lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
                                                      i0 + tl.arange(0, BLOCK_MQ), qlen)
+                            if ZERO_DQ_IN_PASS:  # while the slot drains; before its consumers run
+                                _zero_dq_step_once(zero_flags, dq_acc, b, q_row0, i0, h, qlen,
+                                                   HKV * G, HEAD_DIM)
                             tlx.barrier_wait(q_empties[q_slot], q_phase ^ 1)
                             tlx.barrier_expect_bytes(q_fulls[q_slot], 2 * STEP_BYTES)
                             tlx.async_descriptor_load(desc_q, qdo_tiles[2 * q_slot],
