@@ -287,7 +287,7 @@ class BwdConfig:
     dkdv_early_q_release: bool = False
     # fused dK/dV pass for self-attention (query_offset and key_offset the same memory) without a
     # window: its producer zeroes each query step's fp32 dQ rows the first time a CTA reaches the
-    # step (a per-step claim flag; `tlx_hopper_bwd._zero_dq_step_once`) instead of the preprocess
+    # step (a per-step claim flag; `tlx_hopper_bwd._claim_dq_step`) instead of the preprocess
     # kernel zeroing all of them before the pass (run 16: ~0.2 of self fill 0.5's 0.41 ms
     # preprocess). Prepared in session 19
     dkdv_zero_dq: bool = False

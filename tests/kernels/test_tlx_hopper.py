@@ -379,7 +379,7 @@ def bwd_cases() -> list[Case]:
 
 def zero_dq_cases() -> list[Case]:
     """Self-attention whose long sequences put many CTAs on the same query steps at once (the
-    claim of `_zero_dq_step_once` contended), with an empty sequence among them, GQA and causal."""
+    claim of `_claim_dq_step` contended), with an empty sequence among them, GQA and causal."""
     return [Case("self", 6, 2000, 2000, 2, 2, 128, "bf16"),
             Case("self", 6, 2000, 2000, 4, 2, 128, "bf16", True),
             Case("self", 3, 1500, 1500, 2, 2, 128, "bf16", lens="full", grid=5)]
