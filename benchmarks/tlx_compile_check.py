@@ -116,7 +116,7 @@ def bwd_variants():
 def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides: dict | None = None):
     import dataclasses
 
-    from kernels.tlx_hopper import _check_config, bwd_config, fuses_dq, zeroes_dq_in_dkdv_pass
+    from kernels.tlx_hopper import _check_config, bwd_config, fuses_dq
     from kernels.tlx_hopper_bwd import jfa_bwd_dkdv_kernel, jfa_bwd_dq_kernel
 
     cfg = dataclasses.replace(bwd_config(d, bcast, q_len, num_heads=4, num_sms=132), **(overrides or {}))
@@ -126,17 +126,14 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
         fn = jfa_bwd_dkdv_kernel
         sig.update({"desc_dk": _tdesc(dt, 64, d), "desc_dv": _tdesc(dt, 64, d),
                     "desc_dq": _tdesc("fp32", 64, d // 2),
-                    "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}", "dq_acc": "*fp32", "zero_flags": "*i32"})
+                    "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}"})
         ints = ("window", "B", "HKV", "G", "q_len", "NUM_NB", "total_out", "tile_window")
         _check_config(cfg, d)
         fused = fuses_dq(cfg, d, bcast, deterministic=False)
         const = dict(HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs,
                      CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast,
                      TMA_EPILOGUE=cfg.dkdv_tma_store, FUSED_DQ=fused,
-                     EARLY_Q_RELEASE=cfg.dkdv_early_q_release,
-                     # the unbroadcast variants compile as self-attention
-                     ZERO_DQ_IN_PASS=zeroes_dq_in_dkdv_pass(cfg, fused, bcast, True,
-                                                            1 if window else None))
+                     EARLY_Q_RELEASE=cfg.dkdv_early_q_release)
     else:
         fn = jfa_bwd_dq_kernel
         sig["desc_k"] = sig["desc_v"] = _tdesc(dt, cfg.dq_block_n, d)

@@ -285,12 +285,6 @@ class BwdConfig:
     # backward on PMA q128/q192 fill 0.9 and -6..-8 % in 2 of 3 samples at q128 fill 0.5, but
     # +0..+6 % on self and +1 % on dense B4 H32, so `bwd_config` takes it for broadcast_q only
     dkdv_early_q_release: bool = False
-    # fused dK/dV pass for self-attention (query_offset and key_offset the same memory) without a
-    # window: its producer zeroes each query step's fp32 dQ rows the first time a CTA reaches the
-    # step (a per-step claim flag; `tlx_hopper_bwd._claim_dq_step`) instead of the preprocess
-    # kernel zeroing all of them before the pass (run 16: ~0.2 of self fill 0.5's 0.41 ms
-    # preprocess). Prepared in session 19
-    dkdv_zero_dq: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -317,21 +311,6 @@ def fuses_dq(cfg: BwdConfig, head_dim: int, broadcast_q: bool, deterministic: bo
 
 DKDV_BLOCK_N = 128  # KV rows per dk/dv tile
 DKDV_STEP = 64      # query rows per dk/dv step
-
-
-def zeroes_dq_in_dkdv_pass(cfg: BwdConfig, fused_dq: bool, broadcast_q: bool, self_attention: bool,
-                           window) -> bool:
-    """Whether the fused dK/dV pass zeroes the fp32 dQ itself (`BwdConfig.dkdv_zero_dq`). Every
-    query step must be reached by some KV tile, with the same 64-row step grid in every tile: true
-    for self-attention (qlen == klen, so block 0 reaches every step) without a window (a window
-    starts the steps at n0 - window). Cross-attention may have sequences without keys, whose
-    rows no tile reaches."""
-    return cfg.dkdv_zero_dq and fused_dq and not broadcast_q and self_attention and window is None
-
-
-def _same_memory(a: torch.Tensor | None, b: torch.Tensor) -> bool:
-    return (a is not None and a.data_ptr() == b.data_ptr() and a.shape == b.shape
-            and a.dtype == b.dtype and a.stride() == b.stride())
 
 
 def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, params,
@@ -369,23 +348,13 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
 
     fused_dq = fuses_dq(cfg, d, broadcast, bool(params.deterministic))
     delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
-    # fused: fp32 dQ, zeroed by the dK/dV pass (self-attention, `zeroes_dq_in_dkdv_pass`) or else
-    # by the preprocess kernel where its rows are the output rows (self/cross); broadcast_q's
-    # q_len rows are few
-    zero_in_pass = zeroes_dq_in_dkdv_pass(cfg, fused_dq, broadcast,
-                                          _same_memory(query_offset, key_offset), window)
-    zero_in_preprocess = fused_dq and not broadcast and not zero_in_pass
+    # fused: fp32 dQ, zeroed by the preprocess kernel where its rows are the output rows
+    # (self/cross); broadcast_q's q_len rows are few
+    zero_in_preprocess = fused_dq and not broadcast
     dq_acc = delta  # not written without fused_dq
-    zero_flags = delta  # not read without zero_in_pass
     if fused_dq:
-        dq_acc = (torch.zeros if broadcast else torch.empty)(
+        dq_acc = (torch.empty if zero_in_preprocess else torch.zeros)(
             query.shape, device=query.device, dtype=torch.float32)
-    if zero_in_pass:
-        if POISON_OUTPUTS:  # a row the pass failed to zero before adding into it shows
-            dq_acc.fill_(float("nan"))
-        # one flag per (query step, q head, producer thread); step (b, i0) is (q_row0 + i0)//64 + b
-        steps = query.shape[0] // DKDV_STEP + B + 1
-        zero_flags = torch.zeros(steps * hq * 128, device=query.device, dtype=torch.int32)
     _jfa_bwd_preprocess_kernel[(triton_cdiv(total_out, 64), hq)](
         out, grad_out, delta, dq_acc, total_out, hq, HEAD_DIM=d, BLOCK_R=64,
         ZERO_DQ=zero_in_preprocess, num_warps=4)
@@ -408,13 +377,11 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     desc_dq = _descriptor(dq_acc, dq_acc.shape[0], 64, d // 2) if fused_dq else desc_q
     jfa_bwd_dkdv_kernel[(n_sm,)](
         desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv, desc_dq, dk, dv, lse, delta, q_off,
-        key_offset, entries, n_entries, dq_acc, zero_flags, scale, win, B, hkv, hq // hkv, q_len,
-        num_nb, total_out,
+        key_offset, entries, n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out,
         cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, ZERO_DQ_IN_PASS=zero_in_pass,
-        num_warps=4, num_stages=1)
+        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, num_warps=4, num_stages=1)
     if fused_dq:
         return dq_acc.to(query.dtype), dk, dv
 

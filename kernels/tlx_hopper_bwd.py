@@ -29,12 +29,6 @@ over the step's Q (c = 0) or dO (c = 1) tile and reduce-adds it into an fp32 dQ 
 read it. Keys past klen get P = 0 (their dS would reach dQ). broadcast_q: every tile adds into the
 same q_len rows (fp32, L2-resident).
 
-ZERO_DQ_IN_PASS (`BwdConfig.dkdv_zero_dq`, off; self-attention without a window): the fused
-pass's producer zeroes each query step's fp32 dQ rows the first time any CTA reaches the step,
-under a per-step claim flag (`_claim_dq_step`), instead of the preprocess kernel zeroing the
-whole fp32 dQ before the pass; a CTA that lost the claim waits for the zeros (`_await_dq_step`)
-after releasing the step to its consumers, and they wait for that (DQ_READY) before reduce-adding.
-
 Row statistics: pass 1's producer loads each query step's LSE/delta and stores them beside the
 step's Q/dO slot, so pass 1's consumers issue no global loads (run 16: loaded by the consumers,
 in the step or a step ahead, they stalled the step's math; the producer waits for them off the
@@ -146,102 +140,6 @@ def _opaque(x):
                                      is_pure=False, pack=1)
 
 
-def _claim_step_asm() -> str:
-    """PTX of `_claim_dq_step` for one producer thread t (of 128): claim flag t of the step with a
-    CAS 0 -> 1 and return the old value; the claimant (old 0) zeroes its share, 16 B per row at
-    byte 16 (t % 32) of rows 16 (t // 32) + j, j < 16, below $3 (a warp stores whole 512 B rows),
-    then publishes 2. It waits for nothing in between, so a CTA waiting for a claimant waits for
-    one that progresses. The proxy fence orders the zeros (generic stores) before the TMA
-    reduce-adds (async proxy) that follow them."""
-    zero_rows = "\n".join(
-        f"setp.lt.s32 %pr, %row, $3; @%pr st.global.v4.f32 [%a], {{0f00000000, 0f00000000, "
-        f"0f00000000, 0f00000000}}; add.s64 %a, %a, %stride; add.s32 %row, %row, 1;"
-        for _ in range(16))
-    return f"""{{
-.reg .pred %pr, %pw;
-.reg .b32 %t, %row, %lane;
-.reg .b64 %fa, %a, %off, %stride;
-mov.u32 %t, %tid.x;
-and.b32 %t, %t, 127;
-mul.wide.u32 %off, %t, 4;
-add.s64 %fa, $1, %off;
-atom.relaxed.gpu.global.cas.b32 $0, [%fa], 0, 1;
-setp.ne.u32 %pw, $0, 0;
-@%pw bra DONE_${{:uid}};
-shr.u32 %row, %t, 5;
-shl.b32 %row, %row, 4;
-cvt.u64.u32 %stride, $4;
-mul.wide.u32 %off, %row, $4;
-add.s64 %a, $2, %off;
-and.b32 %lane, %t, 31;
-mul.wide.u32 %off, %lane, 16;
-add.s64 %a, %a, %off;
-{zero_rows}
-fence.proxy.async.global;
-fence.acq_rel.gpu;
-st.relaxed.gpu.global.b32 [%fa], 2;
-DONE_${{:uid}}:
-}}"""
-
-
-# `_await_dq_step`: a thread whose claim failed (old != 0) waits until the claimant published 2
-AWAIT_STEP_ASM = tl.constexpr("""{
-.reg .pred %pw;
-.reg .b32 %t, %old;
-.reg .b64 %fa, %off;
-setp.eq.u32 %pw, $2, 0;
-@%pw bra DONE_${:uid};
-mov.u32 %t, %tid.x;
-and.b32 %t, %t, 127;
-mul.wide.u32 %off, %t, 4;
-add.s64 %fa, $1, %off;
-WAIT_${:uid}:
-ld.acquire.gpu.global.b32 %old, [%fa];
-setp.ne.u32 %pw, %old, 2;
-@%pw nanosleep.u32 32;
-@%pw bra WAIT_${:uid};
-fence.proxy.async.global;
-DONE_${:uid}:
-mov.u32 $0, 0;
-}""")
-CLAIM_STEP_ASM = tl.constexpr(_claim_step_asm())
-
-
-@triton.jit
-def _dq_step_id(q_row0, i0, b):
-    """ZERO_DQ_IN_PASS: the index of query step (batch b, rows i0..i0+63 of a sequence starting at
-    row q_row0; i0 a multiple of 64), in [0, total_q // 64 + B]. Unique per step: a sequence's
-    steps reach fewer than 64 rows into the next sequence, which the + b makes up for."""
-    return (q_row0 + i0) // 64 + b
-
-
-@triton.jit
-def _claim_dq_step(zero_flags, dq_acc, b, q_row0, i0, h, qlen, HQ, HEAD_DIM: tl.constexpr):
-    """ZERO_DQ_IN_PASS (self-attention, no window): the producer zeroes query step (b, head h, rows
-    i0..i0+63)'s fp32 dQ rows if it is the first to reach the step (per-thread claim flags); the
-    steps start at multiples of 64 from the sequence start, so every CTA names a step alike. Only
-    rows below qlen are zeroed (the rest are the next sequence's). Returns (flags, claim) for
-    `_await_dq_step`."""
-    tl.static_assert(HEAD_DIM == 128, "a producer thread zeroes 16 B of a 512 B dQ row")
-    step = _dq_step_id(q_row0, i0, b).to(tl.int64)
-    flags = (zero_flags + (step * HQ + h) * 128).to(tl.int64)
-    rows = dq_acc + (q_row0 + i0).to(tl.int64) * (HQ * HEAD_DIM) + h * HEAD_DIM
-    claim = tl.inline_asm_elementwise(CLAIM_STEP_ASM, "=r,l,l,r,r",
-                                      [flags, rows.to(tl.int64), tl.minimum(qlen - i0, 64),
-                                       HQ * HEAD_DIM * 4],
-                                      dtype=tl.int32, is_pure=False, pack=1)
-    return flags, claim
-
-
-@triton.jit
-def _await_dq_step(flags, claim):
-    """Wait until the step's rows are zeroed (at once where this thread's claim won). Called
-    after the step's consumers are released: they wait for it (DQ_READY) only before their
-    reduce-add, a step's compute later."""
-    tl.inline_asm_elementwise(AWAIT_STEP_ASM, "=r,l,r", [flags, claim], dtype=tl.int32,
-                              is_pure=False, pack=1)
-
-
 @triton.jit
 def _release_held_q_slot(q_empties, held_q):
     """FUSED_DQ: give the Q/dO slot (held_q >= 0) that staged the previous step's dQ partial back
@@ -259,13 +157,10 @@ def jfa_bwd_dkdv_kernel(
     desc_dq,                           # FUSED_DQ: TMA reduce-add target, fp32 dQ [rows_q, Hq*D],
                                        #   box [64, D/2]
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, q_off, k_off, tile_entry, n_entries,
-    dq_acc, zero_flags,                # ZERO_DQ_IN_PASS: the fp32 dQ (as desc_dq), one int32 flag
-                                       #   per (query step, q head, producer thread), zeroed
     sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out, tile_window,
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, EARLY_Q_RELEASE: tl.constexpr,
-    ZERO_DQ_IN_PASS: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -292,8 +187,6 @@ def jfa_bwd_dkdv_kernel(
     # (arrival 2)
     q_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=2)
     q_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=2)
-    if ZERO_DQ_IN_PASS:  # step slot i's fp32 dQ rows are zeroed (the reduce-add may start)
-        dq_ready = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=1)
     if FUSED_DQ:
         # dS^T of the step, one [64 keys, 64 queries] half per consumer: dQ's A operand (transposed)
         ds_tiles = tlx.local_alloc((HALF, BLOCK_MQ), dtype, 2)
@@ -334,9 +227,6 @@ def jfa_bwd_dkdv_kernel(
                             # the statistics' loads are in flight while the slot drains
                             lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
                                                      i0 + tl.arange(0, BLOCK_MQ), qlen)
-                            if ZERO_DQ_IN_PASS:  # while the slot drains
-                                flags, claim = _claim_dq_step(zero_flags, dq_acc, b, q_row0, i0,
-                                                              h, qlen, HKV * G, HEAD_DIM)
                             tlx.barrier_wait(q_empties[q_slot], q_phase ^ 1)
                             tlx.barrier_expect_bytes(q_fulls[q_slot], 2 * STEP_BYTES)
                             tlx.async_descriptor_load(desc_q, qdo_tiles[2 * q_slot],
@@ -348,9 +238,6 @@ def jfa_bwd_dkdv_kernel(
                             # (barrier_arrive syncs the warpgroup first: every thread's stores
                             # precede the release)
                             tlx.barrier_arrive(q_fulls[q_slot], 1)
-                            if ZERO_DQ_IN_PASS:  # while the consumers compute the step
-                                _await_dq_step(flags, claim)
-                                tlx.barrier_arrive(dq_ready[q_slot], 1)
                             cnt_q += 1
 
         # ---- consumers: dK, dV of 64 KV rows each --------------------------------------------
@@ -451,8 +338,6 @@ def jfa_bwd_dkdv_kernel(
                                 # the step's Q/dO tiles and both dS^T halves are read: stage the
                                 # partial over them and reduce-add it into dQ by TMA
                                 tlx.named_barrier_wait(STEP_DONE_BAR, 256)
-                                if ZERO_DQ_IN_PASS:
-                                    tlx.barrier_wait(dq_ready[q_slot], q_phase)
                                 stage = dq_stage[2 * q_slot + cid]
                                 tlx.fence("async_shared")
                                 tlx.local_store(stage, dq * sm_scale)

@@ -13,10 +13,6 @@ import pytest
 import torch
 
 pytest.importorskip("triton.language.extra.tlx")
-import triton  # noqa: E402  (fbtriton, after the skip)
-import triton.language as tl  # noqa: E402
-
-from kernels.tlx_hopper_bwd import _dq_step_id  # noqa: E402
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() or INTERPRET),
@@ -25,6 +21,8 @@ pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() or INTERPRET),
 
 def test_dq_pass_partials_per_q_head_and_block():
     # resident dq pass: CTAs pair*cpp + c own (q head h, q-block mb), pair = mb*H + h; BLOCK_M rows
+    import triton
+
     from kernels.tlx_hopper_bwd import _jfa_dq_reduce_kernel
 
     H, num_mb, cpp, bm, q_len, d = 3, 2, 2, 128, 200, 64
@@ -39,6 +37,8 @@ def test_dq_pass_partials_per_q_head_and_block():
 
 @pytest.mark.parametrize("zero_dq", [False, True])
 def test_preprocess_delta_and_zeroing(zero_dq):
+    import triton
+
     from kernels.tlx_hopper_bwd import _jfa_bwd_preprocess_kernel
 
     rows, H, d = 150, 3, 64                      # rows not a multiple of the 64-row block
@@ -54,36 +54,3 @@ def test_preprocess_delta_and_zeroing(zero_dq):
         assert torch.equal(dq_acc.cpu(), torch.zeros(rows, H, d))
     else:
         assert dq_acc.isnan().all()                # untouched without ZERO_DQ
-
-
-@triton.jit
-def _step_ids_kernel(q_off, ids, MAX_STEPS: tl.constexpr):
-    """The step id of every (sequence, 64-row step), -1 past the sequence."""
-    b = tl.program_id(0)
-    q_row0 = tl.load(q_off + b)
-    qlen = tl.load(q_off + b + 1) - q_row0
-    k = tl.arange(0, MAX_STEPS)
-    sid = _dq_step_id(q_row0, k * 64, b)
-    tl.store(ids + b * MAX_STEPS + k, tl.where(k * 64 < qlen, sid, -1))
-
-
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_dq_step_ids_are_unique_and_within_the_flag_array(seed):
-    # BwdConfig.dkdv_zero_dq: one claim flag per (step id, head, thread); the launcher sizes the
-    # ids as total_q // 64 + B + 1
-    from kernels.tlx_hopper import DKDV_STEP
-
-    g = torch.Generator().manual_seed(seed)
-    lens = torch.randint(0, 300, (40,), generator=g)
-    lens[:8] = torch.tensor([0, 1, 63, 64, 65, 127, 128, 129])  # steps straddling the next start
-    lens = lens[torch.randperm(40, generator=g)]
-    q_off = torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)]).to(DEVICE, torch.int32)
-    max_steps = 8
-    ids = torch.empty(40 * max_steps, dtype=torch.int32, device=DEVICE)
-    _step_ids_kernel[(40,)](q_off, ids, MAX_STEPS=max_steps)
-    ids = ids.view(40, max_steps).cpu()
-    want_steps = (lens + DKDV_STEP - 1) // DKDV_STEP
-    assert ((ids >= 0).sum(1) == want_steps).all()
-    valid = ids[ids >= 0]
-    assert valid.unique().numel() == valid.numel(), "two steps share a claim flag"
-    assert int(valid.max()) < int(lens.sum()) // DKDV_STEP + 40 + 1

@@ -2,10 +2,7 @@
 
 import pytest
 
-import torch
-
-from kernels.tlx_hopper import (BwdConfig, _same_memory, bwd_config, fuses_dq, fwd_config,
-                                tile_window_for, zeroes_dq_in_dkdv_pass)
+from kernels.tlx_hopper import BwdConfig, bwd_config, fuses_dq, fwd_config, tile_window_for
 
 H200_L2 = 50 * 2**20
 
@@ -90,28 +87,3 @@ def test_fused_dq_at_d128_needs_a_two_slot_q_ring(slots):
 def test_q_slot_released_late_for_broadcast_only(broadcast_q, q_len):
     # run 16: late release -2..-3 % forward+backward on PMA fill 0.9, +0..+6 % on self
     assert bwd_config(128, broadcast_q, q_len, 4, 132).dkdv_early_q_release == (not broadcast_q)
-
-
-@pytest.mark.parametrize("fused,broadcast_q,self_attention,window,want", [
-    (True, False, True, None, True),
-    (False, False, True, None, False),   # the dq pass writes dQ itself
-    (True, True, True, None, False),     # broadcast_q: q_len rows, zeroed by torch
-    (True, False, False, None, False),   # cross: a sequence without keys has rows no tile reaches
-    (True, False, True, 37, False)])     # a window starts the steps off the 64-row grid
-def test_dkdv_pass_zeroes_dq_for_self_attention_without_window_only(fused, broadcast_q,
-                                                                    self_attention, window, want):
-    cfg = BwdConfig(dkdv_zero_dq=True)
-    assert zeroes_dq_in_dkdv_pass(cfg, fused, broadcast_q, self_attention, window) == want
-    assert not zeroes_dq_in_dkdv_pass(BwdConfig(), fused, broadcast_q, self_attention, window)
-    # prepared in session 19, not yet run on the GPU: off in every launcher choice
-    assert not bwd_config(128, broadcast_q, 128, 4, 132).dkdv_zero_dq
-
-
-def test_self_attention_is_one_offsets_memory():
-    off = torch.tensor([0, 3, 3, 10], dtype=torch.int32)
-    assert _same_memory(off, off)
-    assert _same_memory(off.view(-1), off)                 # another view of the same memory
-    assert not _same_memory(off.clone(), off)              # equal values: not known without a sync
-    assert not _same_memory(off[:3], off)
-    assert not _same_memory(None, off)
-    assert not _same_memory(off.to(torch.int64), off)
