@@ -87,6 +87,12 @@ def shapes():
     return S
 
 
+def selected_shapes(only: str) -> list[dict]:
+    """The shapes whose name contains one of the comma-separated substrings of `only` (all if
+    empty)."""
+    return [sh for sh in shapes() if any(part in sh["name"] for part in only.split(","))]
+
+
 def build(sh, dtype=torch.bfloat16, d=128, seed=0):
     g = torch.Generator().manual_seed(seed)
     kl = lengths(sh["B"], sh["max_kv"], sh["fill"], g)
@@ -409,9 +415,7 @@ def main():
         print("tutorial unavailable:", exc)
         tut = None
     rows = []
-    for sh in shapes():
-        if not any(part in sh["name"] for part in args.only.split(",")):
-            continue
+    for sh in selected_shapes(args.only):
         started = time.time()
         try:
             row = run_shape(sh, args.bwd, tut, args.graph)

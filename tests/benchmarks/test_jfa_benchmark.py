@@ -226,3 +226,12 @@ def test_host_profile_names_the_functions_that_take_the_host_time() -> None:
     cum = [float(line.split()[3]) for line in by_cum]
     assert 1 <= len(by_cum) <= 5 and cum == sorted(cum, reverse=True)
     assert any("slow_part" in line and "1.0 calls" in line for line in by_cum)
+
+
+@pytest.mark.parametrize("workload", SMALL_WORKLOADS, ids=lambda w: w.name)
+def test_self_attention_inputs_share_one_offsets_tensor_as_the_model_passes_them(workload: Workload) -> None:
+    inputs = make_inputs(workload, Lengths.sample(workload, seed=3), "cpu")
+    if workload.kind == "pma":
+        assert inputs.query_offset is None
+    else:
+        assert inputs.query_offset is inputs.key_offset

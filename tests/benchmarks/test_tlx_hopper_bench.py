@@ -130,3 +130,12 @@ def test_rounds_below_one_rejected_naming_the_option(monkeypatch, option):
     monkeypatch.setattr(tlx_hopper_bench, "BASELINE_ROUNDS", tlx_hopper_bench.BASELINE_ROUNDS)
     with pytest.raises(SystemExit, match=rf"{option}: must be >= 1, got 0"):
         tlx_hopper_bench.main()
+
+
+def test_only_selects_the_shapes_matching_any_substring():
+    from benchmarks.tlx_hopper_bench import selected_shapes, shapes
+
+    names = [sh["name"] for sh in selected_shapes("self,dense")]
+    assert names == ["self B768 fill0.5", "self B768 fill1.0", "dense B4 H32 N4096"]
+    assert [sh["name"] for sh in selected_shapes("q128 fill0.9")] == ["PMA q128 fill0.9"]
+    assert len(selected_shapes("")) == len(shapes())
