@@ -111,6 +111,7 @@ def bwd_variants():
                 continue  # the dk/dv pass does not depend on q_len
             yield (f"bwd-{kern} d{d} bf16 causal={int(causal)} window={int(window)} "
                    f"bcast={int(bcast)} q{q_len}"), kern, d, causal, window, bcast, q_len
+    yield "bwd-pma d128 bf16 bcast=1 q128", "pma", 128, False, False, True, 128  # BwdConfig.pma_roles
 
 
 def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides: dict | None = None):
@@ -122,6 +123,21 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
     cfg = dataclasses.replace(bwd_config(d, bcast, q_len, num_heads=4, num_sms=132), **(overrides or {}))
     sig = {"desc_q": _tdesc(dt, 64, d), "desc_do": _tdesc(dt, 64, d), "desc_k": _tdesc(dt, 64, d),
            "desc_v": _tdesc(dt, 64, d)}
+    if kern == "pma":
+        from kernels.tlx_hopper_bwd_pma import jfa_bwd_pma_kernel
+
+        fn = jfa_bwd_pma_kernel
+        sig.update({"desc_part": _tdesc("fp32", 64, d), "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}",
+                    "lse_ptr": "*fp32",
+                    "delta_ptr": "*fp32", "k_off": "*i32", "tile_entry": "*i64", "n_entries": "*i32",
+                    "sm_scale": "fp32", "B": "i32", "H": "i32", "q_len": "i32", "total_out": "i32"})
+        const = dict(HEAD_DIM=d, NUM_BUF_KV=cfg.pma_buf_kv,
+                     NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs,
+                     GRAD_REGS=cfg.pma_grad_regs)
+        sig.update({k: "constexpr" for k in const})
+        src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const,
+                                        attrs=_pointer_attrs(fn, sig))
+        return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1))
     if kern == "dkdv":
         fn = jfa_bwd_dkdv_kernel
         sig.update({"desc_dk": _tdesc(dt, 64, d), "desc_dv": _tdesc(dt, 64, d),

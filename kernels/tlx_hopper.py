@@ -285,6 +285,14 @@ class BwdConfig:
     # backward on PMA q128/q192 fill 0.9 and -6..-8 % in 2 of 3 samples at q128 fill 0.5, but
     # +0..+6 % on self and +1 % on dense B4 H32, so `bwd_config` takes it for broadcast_q only
     dkdv_early_q_release: bool = False
+    # broadcast_q with q_len <= 128, one query head per KV head, no causal/window mask, D=128: the
+    # one-pass backward with split warp roles (`tlx_hopper_bwd_pma`; `uses_pma_roles` decides),
+    # deterministic (per-CTA dQ partials summed in CTA order); the other calls ignore it
+    pma_roles: bool = False
+    pma_buf_kv: int = 2       # its K/V ring (64-key tiles)
+    pma_buf_ps: int = 2       # its P^T/dS^T ring per step, from the score to the gradient warpgroup
+    pma_score_regs: int = 160  # 2 x 160 + 168 + the producer's 24 fill the register file: no spills
+    pma_grad_regs: int = 168
 
     @property
     def dq_block_m(self) -> int:
@@ -309,6 +317,15 @@ def fuses_dq(cfg: BwdConfig, head_dim: int, broadcast_q: bool, deterministic: bo
     return cfg.fused_dq and head_dim == 128 and not deterministic
 
 
+def uses_pma_roles(cfg: BwdConfig, head_dim: int, broadcast_q: bool, q_len: int, num_heads: int,
+                   num_kv_heads: int, causal: bool, window: int | None, num_sms: int) -> bool:
+    """Whether `backward` takes the split-role broadcast_q pass (`BwdConfig.pma_roles`'s conditions:
+    its two score warpgroups take one 64-row query step each, its CTAs one head each)."""
+    return (cfg.pma_roles and broadcast_q and head_dim == 128 and 64 < q_len <= 128
+            and num_heads == num_kv_heads and not causal and window is None and num_heads <= num_sms)
+
+
+PMA_Q_BLOCK = 128  # the split-role pass's q-block (its schedule is the forward's resident one)
 DKDV_BLOCK_N = 128  # KV rows per dk/dv tile
 DKDV_STEP = 64      # query rows per dk/dv step
 
@@ -346,6 +363,9 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     win = 0 if window is None else int(window)
     causal = bool(params.causal)
 
+    if uses_pma_roles(cfg, d, broadcast, q_len, hq, hkv, causal, window, n_sm):
+        return _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, params, cfg,
+                                   dk, dv, scale, n_sm)
     fused_dq = fuses_dq(cfg, d, broadcast, bool(params.deterministic))
     delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
     # fused: fp32 dQ, zeroed by the preprocess kernel where its rows are the output rows
@@ -427,4 +447,41 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
             part, dq, q_len, hq, cpp, HEAD_DIM=d, BLOCK_M=bm, BLOCK_R=64, num_warps=4)
     elif broadcast:
         dq = acc.to(query.dtype)
+    return dq, dk, dv
+
+
+def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, params, cfg, dk, dv,
+                        scale, n_sm):
+    """`backward` by the split-role broadcast_q pass: preprocess, the pass, the dQ partials' sum."""
+    from kernels.tlx_hopper_bwd import _jfa_bwd_preprocess_kernel, _jfa_dq_reduce_kernel
+    from kernels.tlx_hopper_bwd_pma import jfa_bwd_pma_kernel
+    from kernels.tlx_schedule import cached_schedule
+
+    B = key_offset.numel() - 1
+    q_len, hq, d = query.shape
+    total_out = B * q_len
+    delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
+    _jfa_bwd_preprocess_kernel[(triton_cdiv(total_out, 64), hq)](
+        out, grad_out, delta, delta, total_out, hq, HEAD_DIM=d, BLOCK_R=64, ZERO_DQ=False,
+        num_warps=4)
+    # the forward's resident schedule for one q-block: batch elements heaviest first per head
+    entries, n_entries = cached_schedule(None, key_offset, B, q_len, 1, None, False, True,
+                                         PMA_Q_BLOCK, 64)
+    ctas_per_head = n_sm // hq
+    n_prog = hq * ctas_per_head
+    part = torch.empty((n_prog * PMA_Q_BLOCK, 1, d), device=query.device, dtype=torch.float32)
+    if POISON_OUTPUTS:
+        part.fill_(float("nan"))
+    dq = torch.empty_like(query)
+    if POISON_OUTPUTS:
+        dq.fill_(float("nan"))
+    jfa_bwd_pma_kernel[(n_prog,)](
+        _descriptor(query, q_len, 64), _descriptor(grad_out, total_out, 64),
+        _descriptor(key, key.shape[0], 64), _descriptor(value, value.shape[0], 64),
+        _descriptor(part, part.shape[0], 64), dk, dv, lse, delta, key_offset, entries, n_entries,
+        scale, B, hq, q_len, total_out, HEAD_DIM=d, NUM_BUF_KV=cfg.pma_buf_kv,
+        NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs, GRAD_REGS=cfg.pma_grad_regs,
+        num_warps=4, num_stages=1)
+    _jfa_dq_reduce_kernel[(triton_cdiv(PMA_Q_BLOCK, 64), hq)](
+        part, dq, q_len, hq, ctas_per_head, HEAD_DIM=d, BLOCK_M=PMA_Q_BLOCK, BLOCK_R=64, num_warps=4)
     return dq, dk, dv

@@ -213,12 +213,7 @@ def check_backward(case: Case, seed: int = 0, overrides: dict | None = None) -> 
     q, k, v, q_off, k_off, q_lens, k_lens = make_inputs(case, seed)
     scale = 1.0 / math.sqrt(case.d)
     params = _params(case, scale)
-    config = None
-    if overrides:
-        bcast = case.mode == "bcast"
-        config = dataclasses.replace(
-            tlx_hopper.bwd_config(case.d, bcast, case.max_q if bcast else 0, case.hq, 132),
-            **overrides)
+    config = dataclasses.replace(tlx_hopper_config(case), **overrides) if overrides else None
     tlx_hopper.POISON_OUTPUTS = True
     tlx_hopper.GRID_OVERRIDE = case.grid
     try:
@@ -253,7 +248,15 @@ def check_backward(case: Case, seed: int = 0, overrides: dict | None = None) -> 
     return res
 
 
-def check_bwd_determinism(case: Case, grids=(1, 3, 7)) -> dict:
+def tlx_hopper_config(case: Case):
+    """`bwd_config`'s choice for a case (the base the switches change)."""
+    from kernels import tlx_hopper
+
+    bcast = case.mode == "bcast"
+    return tlx_hopper.bwd_config(case.d, bcast, case.max_q if bcast else 0, case.hq, 132)
+
+
+def check_bwd_determinism(case: Case, grids=(1, 3, 7), config=None) -> dict:
     """dK, dV (and non-broadcast dQ) bitwise identical for any grid size; all three run to run."""
     from kernels import tlx_hopper
 
@@ -261,13 +264,13 @@ def check_bwd_determinism(case: Case, grids=(1, 3, 7)) -> dict:
     params = dataclasses.replace(_params(case, 1.0 / math.sqrt(case.d)), deterministic=True)
     out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params)
     do = torch.randn_like(out)
-    base = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params)
-    again = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params)
+    base = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params, config=config)
+    again = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params, config=config)
     bad = [n for n, a, b in zip("dq dk dv".split(), base, again) if not torch.equal(a, b)]
     for g in grids:
         tlx_hopper.GRID_OVERRIDE = g
         try:
-            other = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params)
+            other = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params, config=config)
         finally:
             tlx_hopper.GRID_OVERRIDE = None
         names = ("dk", "dv") if case.mode == "bcast" else ("dq", "dk", "dv")
@@ -388,7 +391,28 @@ BWD_SWITCHES = {
                             lambda: [c for c in bwd_cases() if c.d == 128 and c.mode == "bcast"]),
     "bwd-late-q-release": ({"dkdv_early_q_release": False},
                            lambda: [c for c in bwd_cases() if c.d == 128 and c.mode != "bcast"]),
+    # the split-role broadcast_q pass where it applies, and the broadcast cases it routes away
+    "bwd-pma-roles": ({"pma_roles": True},
+                      lambda: pma_roles_cases() + [c for c in bwd_cases() if c.d == 128 and c.mode == "bcast"]),
 }
+
+
+def pma_roles_cases() -> list[Case]:
+    """Broadcast cases the split-role pass takes (64 < q_len <= 128, Hq == Hkv, no mask, D=128):
+    a second step straddling q_len (q_len 100, and 65: one real row; its rows past q_len read the
+    next element's dO), random key lengths with 0 and the maximum among them (a last tile of 1 or
+    2 keys with max 65 / 130), all 1, all one full tile, fp16, long sequences (a batch element
+    over many 64-key tiles), a grid of 2 (every batch element of a head on one CTA: the rings'
+    phases over hundreds of tiles) and of 5 (two CTAs per head, one idle)."""
+    return [Case("bcast", 120, 100, 300, 2, 2, 128, "bf16"),
+            Case("bcast", 200, 128, 130, 3, 3, 128, "fp16"),
+            Case("bcast", 64, 65, 1000, 4, 4, 128, "bf16"),
+            Case("bcast", 100, 128, 65, 2, 2, 128, "bf16"),
+            Case("bcast", 90, 128, 200, 2, 2, 128, "bf16", lens="empty_kv"),
+            Case("bcast", 90, 128, 200, 2, 2, 128, "bf16", lens="one"),
+            Case("bcast", 40, 128, 64, 2, 2, 128, "bf16", lens="full"),
+            Case("bcast", 150, 128, 333, 2, 2, 128, "bf16", grid=2),
+            Case("bcast", 150, 100, 260, 2, 2, 128, "bf16", grid=5)]
 
 
 def bwd_det_cases() -> list[Case]:
@@ -593,6 +617,18 @@ def test_backward_switch(switch, case):
 @pytest.mark.parametrize("case", bwd_det_cases(), ids=lambda c: c.name)
 def test_backward_deterministic(case):
     res = check_bwd_determinism(case)
+    assert res["ok"], res
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", pma_roles_cases()[:3], ids=lambda c: c.name)
+def test_pma_roles_backward_is_deterministic(case):
+    """The split-role pass: dQ (per-CTA partials summed in CTA order), dK and dV bitwise equal run
+    to run; dK/dV also for other grid sizes (their rows have one writer whatever the grid)."""
+    # grids of at least one CTA per head (fewer: routed to the default pass)
+    res = check_bwd_determinism(case, grids=(case.hq, 2 * case.hq + 1),
+                                config=dataclasses.replace(tlx_hopper_config(case), pma_roles=True))
     assert res["ok"], res
 
 

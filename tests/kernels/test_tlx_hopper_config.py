@@ -2,7 +2,8 @@
 
 import pytest
 
-from kernels.tlx_hopper import BwdConfig, bwd_config, fuses_dq, fwd_config, tile_window_for
+from kernels.tlx_hopper import (BwdConfig, bwd_config, fuses_dq, fwd_config, tile_window_for,
+                                uses_pma_roles)
 
 H200_L2 = 50 * 2**20
 
@@ -87,3 +88,17 @@ def test_fused_dq_at_d128_needs_a_two_slot_q_ring(slots):
 def test_q_slot_released_late_for_broadcast_only(broadcast_q, q_len):
     # run 16: late release -2..-3 % forward+backward on PMA fill 0.9, +0..+6 % on self
     assert bwd_config(128, broadcast_q, q_len, 4, 132).dkdv_early_q_release == (not broadcast_q)
+
+
+def test_pma_roles_takes_only_the_calls_its_kernel_serves():
+    on = BwdConfig(pma_roles=True)
+    pma = dict(head_dim=128, broadcast_q=True, q_len=128, num_heads=4, num_kv_heads=4, causal=False,
+               window=None, num_sms=132)
+    assert uses_pma_roles(on, **pma)
+    assert uses_pma_roles(on, **{**pma, "q_len": 65})        # two steps, the second one row
+    assert not uses_pma_roles(BwdConfig(), **pma)            # off unless asked for
+    for change in ({"q_len": 64}, {"q_len": 129}, {"q_len": 192},   # two 64-row steps exactly
+                   {"head_dim": 64}, {"broadcast_q": False}, {"num_kv_heads": 2},  # GQA
+                   {"causal": True}, {"window": 16},
+                   {"num_heads": 133}):                       # a CTA per head at least
+        assert not uses_pma_roles(on, **{**pma, **change}), change

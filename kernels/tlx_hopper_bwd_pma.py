@@ -1,0 +1,251 @@
+"""TLX Hopper (sm_90) backward of broadcast_q (PMA) in one pass, with the work split by role.
+
+For broadcast_q with q_len <= 128, one query head per KV head, no mask and D = 128 (the PMA rows
+of issue 5), `BwdConfig.pma_roles`. The CTAs are resident like the forward's: CTA p works for
+one head the whole launch (`tile_at(..., RESIDENT=True)`, the forward's schedule with one 128-row
+q-block) and walks that head's batch elements heaviest first, each in 64-key KV tiles. Per batch
+element the dO rows and row statistics load once; per KV tile only K and V load.
+
+Warp roles (a tile = 64 keys; a step = 64 query rows; 64 < q_len <= 128: two steps):
+- producer (default warpgroup): the Q tiles once, per batch element its dO tiles and the steps'
+  statistics (LSE in base 2, +inf where P must be 0, and delta), per tile the K/V tiles.
+- score warpgroups (one per step, `replicate=2`): S^T = K Q_s^T and dP^T = V dO_s^T,
+  P^T = exp2(S^T*scale*log2e - LSE), dS^T = P^T (dP^T - delta); both go to shared memory for
+  the gradient warpgroup, and dQ_s += dS_s K (the dS^T tile read transposed) accumulates in
+  registers over every tile of the launch: no dQ traffic per step. At the end each writes its
+  fp32 partial (staged over the dO tiles, free by then), summed per head by
+  `_jfa_dq_reduce_kernel` in CTA order (deterministic).
+- gradient warpgroup: dV = sum_s P_s^T dO_s and dK = sum_s dS_s^T Q_s of the tile, both
+  operands from shared memory; each is staged over the tile's P^T tiles (only its dV wgmma reads
+  them) and read back in the masked store's layout, so no layout conversion needs scratch space
+  (226 KB of shared memory leave none).
+
+Unlike `jfa_bwd_dkdv_kernel`, where two consumers split the tile's keys and meet twice per
+step, no warpgroup waits for a peer in lockstep: the score warpgroups run ahead of the gradient
+one by up to NUM_BUF_PS tiles (run 20c: the fused pass's consumer rendezvous and dQ staging hold
+~45 % of their stall samples on PMA q128).
+Keys past klen get P = 0 (their dS would reach dQ); query rows past q_len have LSE' = +inf
+(P = 0), so the neighbour's dO rows a 64-row box reads contribute nothing.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+import triton.language.extra.tlx as tlx
+
+from kernels.tlx_hopper_bwd import _dkdv_probs, _row_stats
+from kernels.tlx_hopper_fwd import _bufidx_phase
+from kernels.tlx_schedule import n_iterations, seq_bounds, tile_at
+
+LOG2E = tl.constexpr(1.4426950408889634)
+
+
+@triton.jit
+def _ps(slot, kind: tl.constexpr, s: tl.constexpr):
+    """Index of a P^T (kind 0) or dS^T (kind 1) tile of step s in ring slot `slot`: a slot's two
+    P^T tiles are adjacent (the gradient warpgroup stages a [64, D] dK or dV over them)."""
+    return (slot * 2 + kind) * 2 + s
+
+
+@triton.jit
+def _store_rows(ptr, x, row0, nrows, H, h, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
+    """x [BLOCK, D] into rows row0 .. row0 + nrows - 1 (of at most BLOCK) of head h of ptr [*, H, D]."""
+    r = tl.arange(0, BLOCK)
+    offs = (row0 + r).to(tl.int64)[:, None] * (H * HEAD_DIM) + h * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
+    tl.store(ptr + offs, x, mask=(r < nrows)[:, None])
+
+
+@triton.jit
+def jfa_bwd_pma_kernel(
+    desc_q, desc_do, desc_k, desc_v,   # TMA, boxes [64, D]: q [q_len, H*D], do [B*q_len, H*D], k/v [total_kv, H*D]
+    desc_part,                         # TMA store, box [64, D]: fp32 dQ partials [n_prog * 128, D]
+    dk_ptr, dv_ptr, lse_ptr, delta_ptr, k_off, tile_entry, n_entries, sm_scale, B, H, q_len,
+    total_out,
+    HEAD_DIM: tl.constexpr, NUM_BUF_KV: tl.constexpr, NUM_BUF_PS: tl.constexpr,
+    SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr,
+):
+    BLOCK: tl.constexpr = 64           # keys per tile = query rows per step
+    NSTEPS: tl.constexpr = 2
+    dtype: tl.constexpr = tlx.dtype_of(desc_k)
+    ELEM: tl.constexpr = tlx.size_of(dtype)
+    TILE_BYTES: tl.constexpr = ELEM * BLOCK * HEAD_DIM
+
+    pid = tl.program_id(0)
+    n_prog = tl.num_programs(0)
+    ctas_per_head = n_prog // H
+    # ---- shared memory (226 KB at D = 128) and barriers -------------------------------------
+    q_tiles = tlx.local_alloc((BLOCK, HEAD_DIM), dtype, NSTEPS)
+    # batch slot i, step s: do_tiles[i * NSTEPS + s]; its statistics LSE at 2(i*NSTEPS+s), delta next
+    do_tiles = tlx.local_alloc((BLOCK, HEAD_DIM), dtype, 2 * NSTEPS)
+    # at the end, score warpgroup s stages its fp32 dQ partial over batch slot s's dO tiles
+    dq_stage = tlx.local_alloc((BLOCK, HEAD_DIM), tl.float32, NSTEPS, reuse=do_tiles)
+    step_stats = tlx.local_alloc((BLOCK,), tl.float32, 4 * NSTEPS)
+    k_tiles = tlx.local_alloc((BLOCK, HEAD_DIM), dtype, NUM_BUF_KV)
+    v_tiles = tlx.local_alloc((BLOCK, HEAD_DIM), dtype, NUM_BUF_KV)
+    # P^T / dS^T [64 keys, 64 queries] per ring slot and step (`_ps`); dK/dV staging over P^T pairs
+    ps_tiles = tlx.local_alloc((BLOCK, BLOCK), dtype, NUM_BUF_PS * 2 * NSTEPS)
+    kv_stage = tlx.local_alloc((BLOCK, HEAD_DIM), dtype, NUM_BUF_PS * 2, reuse=ps_tiles)
+    q_full = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
+    # a batch slot is full once its dO bytes landed and its statistics are stored (2 arrivals);
+    # empty once both score warpgroups' dP^T and the gradient warpgroup's dV read it
+    do_fulls = tlx.alloc_barriers(num_barriers=2, arrive_count=2)
+    do_empties = tlx.alloc_barriers(num_barriers=2, arrive_count=NSTEPS + 1)
+    kv_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=1)
+    kv_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NSTEPS)
+    # step s, ring slot i at s * NUM_BUF_PS + i: full once the score warpgroup stored P^T/dS^T;
+    # free once the gradient warpgroup's dV/dK (and staging) and the score warpgroup's dQ read them
+    ps_fulls = tlx.alloc_barriers(num_barriers=NSTEPS * NUM_BUF_PS, arrive_count=1)
+    ps_empties = tlx.alloc_barriers(num_barriers=NSTEPS * NUM_BUF_PS, arrive_count=2)
+    n_tiles = tl.load(n_entries) * H
+    n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_head, True)
+
+    with tlx.async_tasks():
+        # ---- producer: Q once, dO and statistics per batch element, K/V per tile ------------
+        with tlx.async_task("default"):
+            h0 = pid // ctas_per_head
+            tlx.barrier_expect_bytes(q_full[0], NSTEPS * TILE_BYTES)
+            for s in tl.static_range(NSTEPS):
+                tlx.async_descriptor_load(desc_q, q_tiles[s], [s * BLOCK, h0 * HEAD_DIM], q_full[0])
+            cnt_b = 0
+            cnt_kv = 0
+            for it in range(0, n_iter):
+                valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, 1,
+                                          ctas_per_head, 1, True)
+                if valid:
+                    q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, k_off, k_off, q_len, True)
+                    if klen > 0:
+                        slot_b, phase_b = _bufidx_phase(cnt_b, 2)
+                        tlx.barrier_wait(do_empties[slot_b], phase_b ^ 1)
+                        tlx.barrier_expect_bytes(do_fulls[slot_b], NSTEPS * TILE_BYTES)
+                        for s in tl.static_range(NSTEPS):
+                            tlx.async_descriptor_load(desc_do, do_tiles[slot_b * NSTEPS + s],
+                                                      [out_row0 + s * BLOCK, h * HEAD_DIM],
+                                                      do_fulls[slot_b])
+                            lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
+                                                     s * BLOCK + tl.arange(0, BLOCK), qlen)
+                            tlx.local_store(step_stats[2 * (slot_b * NSTEPS + s)], lse2)
+                            tlx.local_store(step_stats[2 * (slot_b * NSTEPS + s) + 1], delta)
+                        tlx.barrier_arrive(do_fulls[slot_b], 1)
+                        cnt_b += 1
+                        for j in range(0, (klen + BLOCK - 1) // BLOCK):
+                            slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
+                            tlx.barrier_wait(kv_empties[slot], phase ^ 1)
+                            tlx.barrier_expect_bytes(kv_fulls[slot], 2 * TILE_BYTES)
+                            tlx.async_descriptor_load(desc_k, k_tiles[slot],
+                                                      [kv_row0 + j * BLOCK, h * HEAD_DIM], kv_fulls[slot])
+                            tlx.async_descriptor_load(desc_v, v_tiles[slot],
+                                                      [kv_row0 + j * BLOCK, h * HEAD_DIM], kv_fulls[slot])
+                            cnt_kv += 1
+
+        # ---- score warpgroups: P^T, dS^T of step s; dQ of step s over the launch -------------
+        with tlx.async_task(num_warps=4, registers=SCORE_REGS, replicate=NSTEPS):
+            s: tl.constexpr = tlx.async_task_replica_id()
+            qk_scale = sm_scale * LOG2E
+            dq = tl.zeros([BLOCK, HEAD_DIM], dtype=tl.float32)
+            tlx.barrier_wait(q_full[0], 0)
+            q_s = q_tiles[s]
+            cnt_b = 0
+            cnt_kv = 0
+            cnt_ps = 0
+            # the previous tile's K/V slot and P^T/dS^T barrier, given back once this warpgroup's
+            # dQ wgmma that reads them finished (-1: none)
+            held_kv = -1
+            held_ps = -1
+            for it in range(0, n_iter):
+                valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, 1,
+                                          ctas_per_head, 1, True)
+                if valid:
+                    q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, k_off, k_off, q_len, True)
+                    if klen > 0:
+                        slot_b, phase_b = _bufidx_phase(cnt_b, 2)
+                        tlx.barrier_wait(do_fulls[slot_b], phase_b)
+                        do_s = do_tiles[slot_b * NSTEPS + s]
+                        stats = 2 * (slot_b * NSTEPS + s)
+                        for j in range(0, (klen + BLOCK - 1) // BLOCK):
+                            slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
+                            tlx.barrier_wait(kv_fulls[slot], phase)
+                            st = tlx.async_dot(k_tiles[slot], tlx.local_trans(q_s))
+                            dpt = tlx.async_dot(v_tiles[slot], tlx.local_trans(do_s))
+                            lse2 = tlx.local_load(step_stats[stats])
+                            # also retires the previous tile's dQ wgmma (issued before S^T)
+                            st = tlx.async_dot_wait(1, st)
+                            if held_kv >= 0:
+                                tlx.barrier_arrive(kv_empties[held_kv], 1)
+                                tlx.barrier_arrive(ps_empties[held_ps], 1)
+                            kv_pos = j * BLOCK + tl.arange(0, BLOCK)
+                            pt = _dkdv_probs(st, lse2, kv_pos, 0, 0, qk_scale, False, False, BLOCK)
+                            pt = tl.where((kv_pos < klen)[:, None], pt, 0.0)
+                            delta = tlx.local_load(step_stats[stats + 1])
+                            dpt = tlx.async_dot_wait(0, dpt)
+                            dst = pt * (dpt - delta[None, :])
+                            ps_slot, ps_phase = _bufidx_phase(cnt_ps, NUM_BUF_PS)
+                            tlx.barrier_wait(ps_empties[s * NUM_BUF_PS + ps_slot], ps_phase ^ 1)
+                            ds_t = ps_tiles[_ps(ps_slot, 1, s)]
+                            tlx.local_store(ps_tiles[_ps(ps_slot, 0, s)], pt.to(dtype))
+                            tlx.local_store(ds_t, dst.to(dtype))
+                            tlx.fence("async_shared")
+                            tlx.barrier_arrive(ps_fulls[s * NUM_BUF_PS + ps_slot], 1)
+                            dq = tlx.async_dot(tlx.local_trans(ds_t), k_tiles[slot], dq)
+                            held_kv = slot
+                            held_ps = s * NUM_BUF_PS + ps_slot
+                            cnt_ps += 1
+                            cnt_kv += 1
+                        # this warpgroup's last dP^T of the element was waited on
+                        tlx.barrier_arrive(do_empties[slot_b], 1)
+                        cnt_b += 1
+            dq = tlx.async_dot_wait(0, dq)
+            # every role is done with the dO tiles once both batch slots were given back after
+            # their last use (the producer loads nothing more): stage the partial over them
+            for k in tl.static_range(2):
+                slot_b, phase_b = _bufidx_phase(cnt_b + k, 2)
+                tlx.barrier_wait(do_empties[slot_b], phase_b ^ 1)
+            stage = dq_stage[s]
+            tlx.local_store(stage, dq * sm_scale)
+            tlx.fence("async_shared")
+            tlx.async_descriptor_store(desc_part, stage, [pid * (NSTEPS * BLOCK) + s * BLOCK, 0])
+            tlx.async_descriptor_store_wait(0)
+
+        # ---- gradient warpgroup: dV, dK of each tile ---------------------------------------
+        with tlx.async_task(num_warps=4, registers=GRAD_REGS):
+            tlx.barrier_wait(q_full[0], 0)  # dK reads Q
+            cnt_b = 0
+            cnt_ps = 0
+            for it in range(0, n_iter):
+                valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, 1,
+                                          ctas_per_head, 1, True)
+                if valid:
+                    q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, k_off, k_off, q_len, True)
+                    if klen > 0:
+                        slot_b, phase_b = _bufidx_phase(cnt_b, 2)
+                        tlx.barrier_wait(do_fulls[slot_b], phase_b)
+                        for j in range(0, (klen + BLOCK - 1) // BLOCK):
+                            ps_slot, ps_phase = _bufidx_phase(cnt_ps, NUM_BUF_PS)
+                            for s in tl.static_range(NSTEPS):
+                                tlx.barrier_wait(ps_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
+                                if s == 0:
+                                    dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, 0)],
+                                                       do_tiles[slot_b * NSTEPS])
+                                    dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, 0)], q_tiles[0])
+                                else:
+                                    dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, s)],
+                                                       do_tiles[slot_b * NSTEPS + s], dv)
+                                    dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
+                            dv = tlx.async_dot_wait(0, dv)
+                            dk = tlx.async_dot_wait(0, dk)
+                            # the slot's P^T tiles are read (by these wgmmas only): stage dV, then
+                            # dK, over them and store the rows below klen
+                            stage = kv_stage[2 * ps_slot]
+                            nrows = klen - j * BLOCK
+                            tlx.local_store(stage, dv.to(dtype))
+                            _store_rows(dv_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows, H,
+                                        h, HEAD_DIM, BLOCK)
+                            tlx.local_store(stage, (dk * sm_scale).to(dtype))
+                            _store_rows(dk_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows, H,
+                                        h, HEAD_DIM, BLOCK)
+                            for s in tl.static_range(NSTEPS):
+                                tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + ps_slot], 1)
+                            cnt_ps += 1
+                        # the element's last dV was waited on
+                        tlx.barrier_arrive(do_empties[slot_b], 1)
+                        cnt_b += 1
