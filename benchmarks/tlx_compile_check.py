@@ -133,7 +133,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
                     "sm_scale": "fp32", "B": "i32", "H": "i32", "q_len": "i32", "total_out": "i32"})
         const = dict(HEAD_DIM=d, NUM_BUF_KV=cfg.pma_buf_kv,
                      NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs,
-                     GRAD_REGS=cfg.pma_grad_regs)
+                     GRAD_REGS=cfg.pma_grad_regs, DV_FIRST=cfg.pma_dv_first)
         sig.update({k: "constexpr" for k in const})
         src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const,
                                         attrs=_pointer_attrs(fn, sig))
@@ -172,6 +172,9 @@ def report(name, k, dump=None):
     regs, stack, _, local, spill, n_sass, sass = _resources(k)
     counts = " ".join(f"{w.split('.')[0] if w != 'wgmma.mma_async' else 'wgmma'}="
                       f"{ptx.count(w)}" for w in PTX_WORDS if ptx.count(w))
+    # ptxas serialises every wgmma of a kernel when one accumulator is redefined while in flight
+    # (C7515): then each HGMMA is followed by a full wait, e.g. 56 of 56 in the first split-role pass
+    counts += f" | HGMMA={sass.count('HGMMA')} full_waits={sass.count('WARPGROUP.DEPBAR.LE gsb0, 0x0')}"
     print(f"{name}: regs={regs} stack={stack} STL/LDL={spill} smem={k.metadata.shared} "
           f"warps={k.metadata.num_warps} sass={n_sass} | {counts}", flush=True)
     if dump:

@@ -394,7 +394,11 @@ def main():
                     help="also time the forward with these FwdConfig fields changed")
     ap.add_argument("--ab-bwd", default="", metavar="FIELD=VALUE[,...]",
                     help="with --bwd: also time forward+backward with these BwdConfig fields changed")
+    ap.add_argument("--bwd-config", default="", metavar="FIELD=VALUE[,...]",
+                    help="every tlx backward with these BwdConfig fields changed from the launcher's "
+                         "choice (the base an --ab-bwd candidate changes further)")
     args = ap.parse_args()
+    override_configs("", args.bwd_config)
     SETTLE_MS = args.settle_ms
     if args.ab_rounds < 1:
         raise SystemExit(f"--ab-rounds: must be >= 1, got {args.ab_rounds}")

@@ -293,6 +293,8 @@ class BwdConfig:
     pma_buf_ps: int = 2       # its P^T/dS^T ring per step, from the score to the gradient warpgroup
     pma_score_regs: int = 160  # 2 x 160 + 168 + the producer's 24 fill the register file: no spills
     pma_grad_regs: int = 168
+    # its gradient warpgroup issues both steps' dV before dK and stores dV while dK computes
+    pma_dv_first: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -481,7 +483,7 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, param
         _descriptor(part, part.shape[0], 64), dk, dv, lse, delta, key_offset, entries, n_entries,
         scale, B, hq, q_len, total_out, HEAD_DIM=d, NUM_BUF_KV=cfg.pma_buf_kv,
         NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs, GRAD_REGS=cfg.pma_grad_regs,
-        num_warps=4, num_stages=1)
+        DV_FIRST=cfg.pma_dv_first, num_warps=4, num_stages=1)
     _jfa_dq_reduce_kernel[(triton_cdiv(PMA_Q_BLOCK, 64), hq)](
         part, dq, q_len, hq, ctas_per_head, HEAD_DIM=d, BLOCK_M=PMA_Q_BLOCK, BLOCK_R=64, num_warps=4)
     return dq, dk, dv

@@ -63,7 +63,7 @@ def jfa_bwd_pma_kernel(
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, k_off, tile_entry, n_entries, sm_scale, B, H, q_len,
     total_out,
     HEAD_DIM: tl.constexpr, NUM_BUF_KV: tl.constexpr, NUM_BUF_PS: tl.constexpr,
-    SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr,
+    SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr, DV_FIRST: tl.constexpr,
 ):
     BLOCK: tl.constexpr = 64           # keys per tile = query rows per step
     NSTEPS: tl.constexpr = 2
@@ -148,10 +148,6 @@ def jfa_bwd_pma_kernel(
             cnt_b = 0
             cnt_kv = 0
             cnt_ps = 0
-            # the previous tile's K/V slot and P^T/dS^T barrier, given back once this warpgroup's
-            # dQ wgmma that reads them finished (-1: none)
-            held_kv = -1
-            held_ps = -1
             for it in range(0, n_iter):
                 valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, 1,
                                           ctas_per_head, 1, True)
@@ -168,11 +164,7 @@ def jfa_bwd_pma_kernel(
                             st = tlx.async_dot(k_tiles[slot], tlx.local_trans(q_s))
                             dpt = tlx.async_dot(v_tiles[slot], tlx.local_trans(do_s))
                             lse2 = tlx.local_load(step_stats[stats])
-                            # also retires the previous tile's dQ wgmma (issued before S^T)
                             st = tlx.async_dot_wait(1, st)
-                            if held_kv >= 0:
-                                tlx.barrier_arrive(kv_empties[held_kv], 1)
-                                tlx.barrier_arrive(ps_empties[held_ps], 1)
                             kv_pos = j * BLOCK + tl.arange(0, BLOCK)
                             pt = _dkdv_probs(st, lse2, kv_pos, 0, 0, qk_scale, False, False, BLOCK)
                             pt = tl.where((kv_pos < klen)[:, None], pt, 0.0)
@@ -186,9 +178,13 @@ def jfa_bwd_pma_kernel(
                             tlx.local_store(ds_t, dst.to(dtype))
                             tlx.fence("async_shared")
                             tlx.barrier_arrive(ps_fulls[s * NUM_BUF_PS + ps_slot], 1)
+                            # waited here, not at the next tile: an accumulator still in flight
+                            # across the loop's back edge makes ptxas serialize every wgmma of the
+                            # kernel (C7515: 56 of 56 followed by a full wait)
                             dq = tlx.async_dot(tlx.local_trans(ds_t), k_tiles[slot], dq)
-                            held_kv = slot
-                            held_ps = s * NUM_BUF_PS + ps_slot
+                            dq = tlx.async_dot_wait(0, dq)
+                            tlx.barrier_arrive(kv_empties[slot], 1)
+                            tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + ps_slot], 1)
                             cnt_ps += 1
                             cnt_kv += 1
                         # this warpgroup's last dP^T of the element was waited on
@@ -221,25 +217,42 @@ def jfa_bwd_pma_kernel(
                         tlx.barrier_wait(do_fulls[slot_b], phase_b)
                         for j in range(0, (klen + BLOCK - 1) // BLOCK):
                             ps_slot, ps_phase = _bufidx_phase(cnt_ps, NUM_BUF_PS)
-                            for s in tl.static_range(NSTEPS):
-                                tlx.barrier_wait(ps_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
-                                if s == 0:
-                                    dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, 0)],
-                                                       do_tiles[slot_b * NSTEPS])
-                                    dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, 0)], q_tiles[0])
-                                else:
-                                    dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, s)],
-                                                       do_tiles[slot_b * NSTEPS + s], dv)
-                                    dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
-                            dv = tlx.async_dot_wait(0, dv)
-                            dk = tlx.async_dot_wait(0, dk)
-                            # the slot's P^T tiles are read (by these wgmmas only): stage dV, then
+                            if DV_FIRST:
+                                # both steps' dV, then both dK: dV is stored while dK computes
+                                for s in tl.static_range(NSTEPS):
+                                    tlx.barrier_wait(ps_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
+                                    if s == 0:
+                                        dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, 0)],
+                                                           do_tiles[slot_b * NSTEPS])
+                                    else:
+                                        dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, s)],
+                                                           do_tiles[slot_b * NSTEPS + s], dv)
+                                for s in tl.static_range(NSTEPS):
+                                    if s == 0:
+                                        dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, 0)], q_tiles[0])
+                                    else:
+                                        dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
+                                dv = tlx.async_dot_wait(NSTEPS, dv)
+                            else:
+                                for s in tl.static_range(NSTEPS):
+                                    tlx.barrier_wait(ps_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
+                                    if s == 0:
+                                        dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, 0)],
+                                                           do_tiles[slot_b * NSTEPS])
+                                        dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, 0)], q_tiles[0])
+                                    else:
+                                        dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, s)],
+                                                           do_tiles[slot_b * NSTEPS + s], dv)
+                                        dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
+                                dv = tlx.async_dot_wait(0, dv)
+                            # the slot's P^T tiles are read (by the dV wgmmas only): stage dV, then
                             # dK, over them and store the rows below klen
                             stage = kv_stage[2 * ps_slot]
                             nrows = klen - j * BLOCK
                             tlx.local_store(stage, dv.to(dtype))
                             _store_rows(dv_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows, H,
                                         h, HEAD_DIM, BLOCK)
+                            dk = tlx.async_dot_wait(0, dk)
                             tlx.local_store(stage, (dk * sm_scale).to(dtype))
                             _store_rows(dk_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows, H,
                                         h, HEAD_DIM, BLOCK)

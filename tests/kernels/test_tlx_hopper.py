@@ -394,6 +394,7 @@ BWD_SWITCHES = {
     # the split-role broadcast_q pass where it applies, and the broadcast cases it routes away
     "bwd-pma-roles": ({"pma_roles": True},
                       lambda: pma_roles_cases() + [c for c in bwd_cases() if c.d == 128 and c.mode == "bcast"]),
+    "bwd-pma-dv-first": ({"pma_roles": True, "pma_dv_first": True}, lambda: pma_roles_cases()),
 }
 
 
