@@ -57,6 +57,13 @@ def _store_rows(ptr, x, row0, nrows, H, h, HEAD_DIM: tl.constexpr, BLOCK: tl.con
 
 
 @triton.jit
+def _scores_p(st, lse2, kv_pos, klen, qk_scale, BLOCK: tl.constexpr):
+    """P^T of a tile from S^T (keys past klen: 0, their dS would reach dQ)."""
+    pt = _dkdv_probs(st, lse2, kv_pos, 0, 0, qk_scale, False, False, BLOCK)
+    return tl.where((kv_pos < klen)[:, None], pt, 0.0)
+
+
+@triton.jit
 def jfa_bwd_pma_kernel(
     desc_q, desc_do, desc_k, desc_v,   # TMA, boxes [64, D]: q [q_len, H*D], do [B*q_len, H*D], k/v [total_kv, H*D]
     desc_part,                         # TMA store, box [64, D]: fp32 dQ partials [n_prog * 128, D]
@@ -148,6 +155,14 @@ def jfa_bwd_pma_kernel(
             cnt_b = 0
             cnt_kv = 0
             cnt_ps = 0
+            # the previous tile's K/V slot and P^T/dS^T ring slot (-1: none), held until its dQ
+            # wgmma, issued in the next tile, finished
+            prev_kv = -1
+            prev_ps = NUM_BUF_PS - 1
+            # the zero dS^T the first tile's dQ wgmma reads (its ring slot's first real use comes
+            # after that wgmma finished)
+            tlx.local_store(ps_tiles[_ps(prev_ps, 1, s)], tl.zeros([BLOCK, BLOCK], dtype=dtype))
+            tlx.fence("async_shared")
             for it in range(0, n_iter):
                 valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, 1,
                                           ctas_per_head, 1, True)
@@ -164,33 +179,40 @@ def jfa_bwd_pma_kernel(
                             st = tlx.async_dot(k_tiles[slot], tlx.local_trans(q_s))
                             dpt = tlx.async_dot(v_tiles[slot], tlx.local_trans(do_s))
                             lse2 = tlx.local_load(step_stats[stats])
-                            st = tlx.async_dot_wait(1, st)
                             kv_pos = j * BLOCK + tl.arange(0, BLOCK)
-                            pt = _dkdv_probs(st, lse2, kv_pos, 0, 0, qk_scale, False, False, BLOCK)
-                            pt = tl.where((kv_pos < klen)[:, None], pt, 0.0)
+                            # the previous tile's dQ wgmma goes after this tile's S^T/dP^T and is
+                            # waited on within this iteration: in flight across the loop's back edge
+                            # (waited at the next tile's first wait) it made ptxas serialise every
+                            # wgmma of the kernel (C7515); waited right after its issue it stalled
+                            # the warpgroup (run 22, calls 1-2). The first tile's "previous" is a
+                            # zero dS^T tile over this tile's K: it adds 0.
+                            dq = tlx.async_dot(tlx.local_trans(ps_tiles[_ps(prev_ps, 1, s)]),
+                                               k_tiles[tl.where(prev_kv >= 0, prev_kv, slot)], dq)
+                            st = tlx.async_dot_wait(2, st)
+                            pt = _scores_p(st, lse2, kv_pos, klen, qk_scale, BLOCK)
                             delta = tlx.local_load(step_stats[stats + 1])
-                            dpt = tlx.async_dot_wait(0, dpt)
+                            dpt = tlx.async_dot_wait(1, dpt)
                             dst = pt * (dpt - delta[None, :])
+                            dq = tlx.async_dot_wait(0, dq)
+                            if prev_kv >= 0:
+                                tlx.barrier_arrive(kv_empties[prev_kv], 1)
+                                tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + prev_ps], 1)
                             ps_slot, ps_phase = _bufidx_phase(cnt_ps, NUM_BUF_PS)
                             tlx.barrier_wait(ps_empties[s * NUM_BUF_PS + ps_slot], ps_phase ^ 1)
-                            ds_t = ps_tiles[_ps(ps_slot, 1, s)]
                             tlx.local_store(ps_tiles[_ps(ps_slot, 0, s)], pt.to(dtype))
-                            tlx.local_store(ds_t, dst.to(dtype))
+                            tlx.local_store(ps_tiles[_ps(ps_slot, 1, s)], dst.to(dtype))
                             tlx.fence("async_shared")
                             tlx.barrier_arrive(ps_fulls[s * NUM_BUF_PS + ps_slot], 1)
-                            # waited here, not at the next tile: an accumulator still in flight
-                            # across the loop's back edge makes ptxas serialize every wgmma of the
-                            # kernel (C7515: 56 of 56 followed by a full wait)
-                            dq = tlx.async_dot(tlx.local_trans(ds_t), k_tiles[slot], dq)
-                            dq = tlx.async_dot_wait(0, dq)
-                            tlx.barrier_arrive(kv_empties[slot], 1)
-                            tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + ps_slot], 1)
+                            prev_kv = slot
+                            prev_ps = ps_slot
                             cnt_ps += 1
                             cnt_kv += 1
                         # this warpgroup's last dP^T of the element was waited on
                         tlx.barrier_arrive(do_empties[slot_b], 1)
                         cnt_b += 1
-            dq = tlx.async_dot_wait(0, dq)
+            if prev_kv >= 0:  # the last tile's dQ
+                dq = tlx.async_dot(tlx.local_trans(ps_tiles[_ps(prev_ps, 1, s)]), k_tiles[prev_kv], dq)
+                dq = tlx.async_dot_wait(0, dq)
             # every role is done with the dO tiles once both batch slots were given back after
             # their last use (the producer loads nothing more): stage the partial over them
             for k in tl.static_range(2):

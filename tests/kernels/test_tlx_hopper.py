@@ -395,6 +395,7 @@ BWD_SWITCHES = {
     "bwd-pma-roles": ({"pma_roles": True},
                       lambda: pma_roles_cases() + [c for c in bwd_cases() if c.d == 128 and c.mode == "bcast"]),
     "bwd-pma-dv-first": ({"pma_roles": True, "pma_dv_first": True}, lambda: pma_roles_cases()),
+    "bwd-pma-kv3": ({"pma_roles": True, "pma_buf_kv": 3, "pma_buf_ps": 1}, lambda: pma_roles_cases()),
 }
 
 
