@@ -133,7 +133,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
                     "sm_scale": "fp32", "B": "i32", "H": "i32", "q_len": "i32", "total_out": "i32"})
         const = dict(HEAD_DIM=d, NUM_BUF_KV=cfg.pma_buf_kv,
                      NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs,
-                     GRAD_REGS=cfg.pma_grad_regs, DV_FIRST=cfg.pma_dv_first)
+                     GRAD_REGS=cfg.pma_grad_regs)
         sig.update({k: "constexpr" for k in const})
         src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const,
                                         attrs=_pointer_attrs(fn, sig))

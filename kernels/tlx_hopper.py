@@ -285,16 +285,18 @@ class BwdConfig:
     # backward on PMA q128/q192 fill 0.9 and -6..-8 % in 2 of 3 samples at q128 fill 0.5, but
     # +0..+6 % on self and +1 % on dense B4 H32, so `bwd_config` takes it for broadcast_q only
     dkdv_early_q_release: bool = False
-    # broadcast_q with q_len <= 128, one query head per KV head, no causal/window mask, D=128: the
-    # one-pass backward with split warp roles (`tlx_hopper_bwd_pma`; `uses_pma_roles` decides),
-    # deterministic (per-CTA dQ partials summed in CTA order); the other calls ignore it
+    # broadcast_q with 64 < q_len <= 128, one query head per KV head, no causal/window mask, D=128:
+    # the one-pass backward with split warp roles (`tlx_hopper_bwd_pma`; `uses_pma_roles` decides),
+    # deterministic (per-CTA dQ partials summed in CTA order); the other calls ignore it. Run 22
+    # (H200, PMA q128 forward+backward over the fused pass, 4 ABBA rounds): -7.6 % at fill 0.5 and
+    # 0.9, and with three K/V slots and one P^T/dS^T slot (the same 226 KB) -3.6 % more
     pma_roles: bool = False
-    pma_buf_kv: int = 2       # its K/V ring (64-key tiles)
-    pma_buf_ps: int = 2       # its P^T/dS^T ring per step, from the score to the gradient warpgroup
-    pma_score_regs: int = 160  # 2 x 160 + 168 + the producer's 24 fill the register file: no spills
+    pma_buf_kv: int = 3       # its K/V ring (64-key tiles)
+    pma_buf_ps: int = 1       # its P^T/dS^T ring per step, from the score to the gradient warpgroup
+    # 2 x 160 + 168 + the producer's 24 fill the register file (score 168 / gradient 152 spills
+    # dK/dV, and ptxas then serialises every wgmma)
+    pma_score_regs: int = 160
     pma_grad_regs: int = 168
-    # its gradient warpgroup issues both steps' dV before dK and stores dV while dK computes
-    pma_dv_first: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -310,7 +312,9 @@ def bwd_config(head_dim: int, broadcast_q: bool, q_len: int, num_heads: int, num
     atomics of the other mode would not fit."""
     if broadcast_q and 128 < q_len <= 192 and num_heads <= num_sms:
         return BwdConfig(dq_groups=3, dq_regs=160, tile_window=tile_window)
-    return BwdConfig(tile_window=tile_window, dkdv_early_q_release=not broadcast_q)
+    # broadcast_q: the split-role pass where `uses_pma_roles` takes the call
+    return BwdConfig(tile_window=tile_window, dkdv_early_q_release=not broadcast_q,
+                     pma_roles=broadcast_q)
 
 
 def fuses_dq(cfg: BwdConfig, head_dim: int, broadcast_q: bool, deterministic: bool) -> bool:
@@ -483,7 +487,7 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, param
         _descriptor(part, part.shape[0], 64), dk, dv, lse, delta, key_offset, entries, n_entries,
         scale, B, hq, q_len, total_out, HEAD_DIM=d, NUM_BUF_KV=cfg.pma_buf_kv,
         NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs, GRAD_REGS=cfg.pma_grad_regs,
-        DV_FIRST=cfg.pma_dv_first, num_warps=4, num_stages=1)
+        num_warps=4, num_stages=1)
     _jfa_dq_reduce_kernel[(triton_cdiv(PMA_Q_BLOCK, 64), hq)](
         part, dq, q_len, hq, ctas_per_head, HEAD_DIM=d, BLOCK_M=PMA_Q_BLOCK, BLOCK_R=64, num_warps=4)
     return dq, dk, dv

@@ -70,7 +70,7 @@ def jfa_bwd_pma_kernel(
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, k_off, tile_entry, n_entries, sm_scale, B, H, q_len,
     total_out,
     HEAD_DIM: tl.constexpr, NUM_BUF_KV: tl.constexpr, NUM_BUF_PS: tl.constexpr,
-    SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr, DV_FIRST: tl.constexpr,
+    SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr,
 ):
     BLOCK: tl.constexpr = 64           # keys per tile = query rows per step
     NSTEPS: tl.constexpr = 2
@@ -239,34 +239,17 @@ def jfa_bwd_pma_kernel(
                         tlx.barrier_wait(do_fulls[slot_b], phase_b)
                         for j in range(0, (klen + BLOCK - 1) // BLOCK):
                             ps_slot, ps_phase = _bufidx_phase(cnt_ps, NUM_BUF_PS)
-                            if DV_FIRST:
-                                # both steps' dV, then both dK: dV is stored while dK computes
-                                for s in tl.static_range(NSTEPS):
-                                    tlx.barrier_wait(ps_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
-                                    if s == 0:
-                                        dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, 0)],
-                                                           do_tiles[slot_b * NSTEPS])
-                                    else:
-                                        dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, s)],
-                                                           do_tiles[slot_b * NSTEPS + s], dv)
-                                for s in tl.static_range(NSTEPS):
-                                    if s == 0:
-                                        dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, 0)], q_tiles[0])
-                                    else:
-                                        dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
-                                dv = tlx.async_dot_wait(NSTEPS, dv)
-                            else:
-                                for s in tl.static_range(NSTEPS):
-                                    tlx.barrier_wait(ps_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
-                                    if s == 0:
-                                        dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, 0)],
-                                                           do_tiles[slot_b * NSTEPS])
-                                        dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, 0)], q_tiles[0])
-                                    else:
-                                        dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, s)],
-                                                           do_tiles[slot_b * NSTEPS + s], dv)
-                                        dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
-                                dv = tlx.async_dot_wait(0, dv)
+                            for s in tl.static_range(NSTEPS):
+                                tlx.barrier_wait(ps_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
+                                if s == 0:
+                                    dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, 0)],
+                                                       do_tiles[slot_b * NSTEPS])
+                                    dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, 0)], q_tiles[0])
+                                else:
+                                    dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, s)],
+                                                       do_tiles[slot_b * NSTEPS + s], dv)
+                                    dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
+                            dv = tlx.async_dot_wait(0, dv)
                             # the slot's P^T tiles are read (by the dV wgmmas only): stage dV, then
                             # dK, over them and store the rows below klen
                             stage = kv_stage[2 * ps_slot]

@@ -391,11 +391,11 @@ BWD_SWITCHES = {
                             lambda: [c for c in bwd_cases() if c.d == 128 and c.mode == "bcast"]),
     "bwd-late-q-release": ({"dkdv_early_q_release": False},
                            lambda: [c for c in bwd_cases() if c.d == 128 and c.mode != "bcast"]),
-    # the split-role broadcast_q pass where it applies, and the broadcast cases it routes away
-    "bwd-pma-roles": ({"pma_roles": True},
-                      lambda: pma_roles_cases() + [c for c in bwd_cases() if c.d == 128 and c.mode == "bcast"]),
-    "bwd-pma-dv-first": ({"pma_roles": True, "pma_dv_first": True}, lambda: pma_roles_cases()),
-    "bwd-pma-kv3": ({"pma_roles": True, "pma_buf_kv": 3, "pma_buf_ps": 1}, lambda: pma_roles_cases()),
+    # broadcast_q q_len 65-128 without the split-role pass (bwd_config takes it there): the fused one
+    "bwd-no-pma-roles": ({"pma_roles": False}, lambda: [c for c in pma_roles_cases() + bwd_cases()
+                                                        if c.d == 128 and c.mode == "bcast"]),
+    # its other ring split (two K/V slots, two P^T/dS^T slots: the same shared memory)
+    "bwd-pma-kv2": ({"pma_buf_kv": 2, "pma_buf_ps": 2}, lambda: pma_roles_cases()),
 }
 
 
@@ -598,7 +598,7 @@ def test_long_sequences_take_window_zero_and_match_window_one():
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", bwd_cases(), ids=lambda c: c.name)
+@pytest.mark.parametrize("case", bwd_cases() + pma_roles_cases(), ids=lambda c: c.name)
 def test_backward(case):
     res = check_backward(case, seed=zlib.crc32(case.name.encode()))
     assert res["ok"], res
@@ -626,11 +626,14 @@ def test_backward_deterministic(case):
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", pma_roles_cases()[:3], ids=lambda c: c.name)
 def test_pma_roles_backward_is_deterministic(case):
+    from kernels import tlx_hopper
+
+    assert tlx_hopper.uses_pma_roles(tlx_hopper_config(case), case.d, True, case.max_q, case.hq,
+                                     case.hkv, case.causal, case.window, case.hq)
     """The split-role pass: dQ (per-CTA partials summed in CTA order), dK and dV bitwise equal run
     to run; dK/dV also for other grid sizes (their rows have one writer whatever the grid)."""
     # grids of at least one CTA per head (fewer: routed to the default pass)
-    res = check_bwd_determinism(case, grids=(case.hq, 2 * case.hq + 1),
-                                config=dataclasses.replace(tlx_hopper_config(case), pma_roles=True))
+    res = check_bwd_determinism(case, grids=(case.hq, 2 * case.hq + 1), config=tlx_hopper_config(case))
     assert res["ok"], res
 
 
@@ -656,7 +659,7 @@ def _main():
     passes = args.passes.split(",")
     jobs = ([("fwd", c) for c in fwd_cases()] + [("grid", c) for c in grid_cases()]
             + [("ostore", c) for c in o_store_cases()]
-            + [("bwd", c) for c in bwd_cases()]
+            + [("bwd", c) for c in bwd_cases() + pma_roles_cases()]
             + [(name, c) for name, (_, cases) in BWD_SWITCHES.items() for c in cases()]
             + [("bwd-det", c) for c in bwd_det_cases()])
     jobs = [j for j in jobs if j[0] in passes]
