@@ -11,8 +11,9 @@ offsets [B+1] on the device. lse is float32 [Hq, total_out], natural log, -inf (
 where a query sees no key. `params` is `kernels.common.JFAParams` (max_seq_len_q, max_seq_len_kv,
 sm_scale, causal, window_size, broadcast_q, deterministic); sm_scale None means 1/sqrt(D).
 
-Kernels: `tlx_hopper_fwd.jfa_fwd_kernel` (warp-specialised, persistent) and
-`tlx_hopper_bwd` (backward). Nothing here reads device values on the host.
+Kernels: `tlx_hopper_fwd.jfa_fwd_kernel` (warp-specialised, persistent), `tlx_hopper_bwd`
+(backward) and `tlx_hopper_bwd_pma` (broadcast_q q_len 65-128's backward, `uses_pma_roles`).
+Nothing here reads device values on the host.
 """
 
 from __future__ import annotations
