@@ -1,7 +1,7 @@
 """TLX Hopper (sm_90) backward of broadcast_q (PMA) in one pass, with the work split by role.
 
-For broadcast_q with q_len <= 128, one query head per KV head, no mask and D = 128 (the PMA rows
-of issue 5), `BwdConfig.pma_roles`. The CTAs are resident like the forward's: CTA p works for
+For broadcast_q with 64 < q_len <= 128, one query head per KV head, no mask and D = 128 (the PMA
+rows of issue 5), `BwdConfig.pma_roles`. The CTAs are resident like the forward's: CTA p works for
 one head the whole launch (`tile_at(..., RESIDENT=True)`, the forward's schedule with one 128-row
 q-block) and walks that head's batch elements heaviest first, each in 64-key KV tiles. Per batch
 element the dO rows and row statistics load once; per KV tile only K and V load.
@@ -12,7 +12,8 @@ Warp roles (a tile = 64 keys; a step = 64 query rows; 64 < q_len <= 128: two ste
 - score warpgroups (one per step, `replicate=2`): S^T = K Q_s^T and dP^T = V dO_s^T,
   P^T = exp2(S^T*scale*log2e - LSE), dS^T = P^T (dP^T - delta); both go to shared memory for
   the gradient warpgroup, and dQ_s += dS_s K (the dS^T tile read transposed) accumulates in
-  registers over every tile of the launch: no dQ traffic per step. At the end each writes its
+  registers over every tile of the launch (a tile's dQ wgmma is issued in the next tile, after
+  its S^T/dP^T): no dQ traffic per step. At the end each writes its
   fp32 partial (staged over the dO tiles, free by then), summed per head by
   `_jfa_dq_reduce_kernel` in CTA order (deterministic).
 - gradient warpgroup: dV = sum_s P_s^T dO_s and dK = sum_s dS_s^T Q_s of the tile, both
