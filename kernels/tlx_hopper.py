@@ -371,8 +371,8 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     causal = bool(params.causal)
 
     if uses_pma_roles(cfg, d, broadcast, q_len, hq, hkv, causal, window, n_sm):
-        return _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, params, cfg,
-                                   dk, dv, scale, n_sm)
+        return _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, dk, dv,
+                                   scale, n_sm)
     fused_dq = fuses_dq(cfg, d, broadcast, bool(params.deterministic))
     delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
     # fused: fp32 dQ, zeroed by the preprocess kernel where its rows are the output rows
@@ -457,8 +457,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     return dq, dk, dv
 
 
-def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, params, cfg, dk, dv,
-                        scale, n_sm):
+def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, dk, dv, scale, n_sm):
     """`backward` by the split-role broadcast_q pass: preprocess, the pass, the dQ partials' sum."""
     from kernels.tlx_hopper_bwd import _jfa_bwd_preprocess_kernel, _jfa_dq_reduce_kernel
     from kernels.tlx_hopper_bwd_pma import jfa_bwd_pma_kernel
