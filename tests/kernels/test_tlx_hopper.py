@@ -626,12 +626,12 @@ def test_backward_deterministic(case):
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", pma_roles_cases()[:3], ids=lambda c: c.name)
 def test_pma_roles_backward_is_deterministic(case):
+    """The split-role pass: dQ (per-CTA partials summed in CTA order), dK and dV bitwise equal run
+    to run; dK/dV also for other grid sizes (their rows have one writer whatever the grid)."""
     from kernels import tlx_hopper
 
     assert tlx_hopper.uses_pma_roles(tlx_hopper_config(case), case.d, True, case.max_q, case.hq,
                                      case.hkv, case.causal, case.window, case.hq)
-    """The split-role pass: dQ (per-CTA partials summed in CTA order), dK and dV bitwise equal run
-    to run; dK/dV also for other grid sizes (their rows have one writer whatever the grid)."""
     # grids of at least one CTA per head (fewer: routed to the default pass)
     res = check_bwd_determinism(case, grids=(case.hq, 2 * case.hq + 1), config=tlx_hopper_config(case))
     assert res["ok"], res
