@@ -58,6 +58,15 @@ def _store_rows(ptr, x, row0, nrows, H, h, HEAD_DIM: tl.constexpr, BLOCK: tl.con
 
 
 @triton.jit
+def _batch_element(it, pid, n_prog, tile_entry, n_tiles, B, H, ctas_per_head, k_off, q_len):
+    """(head, first dO row, q_len, first key row, key length) of the it-th batch element of CTA
+    pid, the same for every role; key length 0 past the CTA's last element (nothing to do)."""
+    valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, 1, ctas_per_head, 1, True)
+    q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, k_off, k_off, q_len, True)
+    return h, out_row0, qlen, kv_row0, tl.where(valid, klen, 0)
+
+
+@triton.jit
 def _scores_p(st, lse2, kv_pos, klen, qk_scale, BLOCK: tl.constexpr):
     """P^T of a tile from S^T (keys past klen: 0, their dS would reach dQ)."""
     pt = _dkdv_probs(st, lse2, kv_pos, 0, 0, qk_scale, False, False, BLOCK)
@@ -118,33 +127,31 @@ def jfa_bwd_pma_kernel(
             cnt_b = 0
             cnt_kv = 0
             for it in range(0, n_iter):
-                valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, 1,
-                                          ctas_per_head, 1, True)
-                if valid:
-                    q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, k_off, k_off, q_len, True)
-                    if klen > 0:
-                        slot_b, phase_b = _bufidx_phase(cnt_b, 2)
-                        tlx.barrier_wait(do_empties[slot_b], phase_b ^ 1)
-                        tlx.barrier_expect_bytes(do_fulls[slot_b], NSTEPS * TILE_BYTES)
-                        for s in tl.static_range(NSTEPS):
-                            tlx.async_descriptor_load(desc_do, do_tiles[slot_b * NSTEPS + s],
-                                                      [out_row0 + s * BLOCK, h * HEAD_DIM],
-                                                      do_fulls[slot_b])
-                            lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
-                                                     s * BLOCK + tl.arange(0, BLOCK), qlen)
-                            tlx.local_store(step_stats[2 * (slot_b * NSTEPS + s)], lse2)
-                            tlx.local_store(step_stats[2 * (slot_b * NSTEPS + s) + 1], delta)
-                        tlx.barrier_arrive(do_fulls[slot_b], 1)
-                        cnt_b += 1
-                        for j in range(0, (klen + BLOCK - 1) // BLOCK):
-                            slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
-                            tlx.barrier_wait(kv_empties[slot], phase ^ 1)
-                            tlx.barrier_expect_bytes(kv_fulls[slot], 2 * TILE_BYTES)
-                            tlx.async_descriptor_load(desc_k, k_tiles[slot],
-                                                      [kv_row0 + j * BLOCK, h * HEAD_DIM], kv_fulls[slot])
-                            tlx.async_descriptor_load(desc_v, v_tiles[slot],
-                                                      [kv_row0 + j * BLOCK, h * HEAD_DIM], kv_fulls[slot])
-                            cnt_kv += 1
+                h, out_row0, qlen, kv_row0, klen = _batch_element(
+                    it, pid, n_prog, tile_entry, n_tiles, B, H, ctas_per_head, k_off, q_len)
+                if klen > 0:
+                    slot_b, phase_b = _bufidx_phase(cnt_b, 2)
+                    tlx.barrier_wait(do_empties[slot_b], phase_b ^ 1)
+                    tlx.barrier_expect_bytes(do_fulls[slot_b], NSTEPS * TILE_BYTES)
+                    for s in tl.static_range(NSTEPS):
+                        tlx.async_descriptor_load(desc_do, do_tiles[slot_b * NSTEPS + s],
+                                                  [out_row0 + s * BLOCK, h * HEAD_DIM],
+                                                  do_fulls[slot_b])
+                        lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
+                                                 s * BLOCK + tl.arange(0, BLOCK), qlen)
+                        tlx.local_store(step_stats[2 * (slot_b * NSTEPS + s)], lse2)
+                        tlx.local_store(step_stats[2 * (slot_b * NSTEPS + s) + 1], delta)
+                    tlx.barrier_arrive(do_fulls[slot_b], 1)
+                    cnt_b += 1
+                    for j in range(0, (klen + BLOCK - 1) // BLOCK):
+                        slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
+                        tlx.barrier_wait(kv_empties[slot], phase ^ 1)
+                        tlx.barrier_expect_bytes(kv_fulls[slot], 2 * TILE_BYTES)
+                        tlx.async_descriptor_load(desc_k, k_tiles[slot],
+                                                  [kv_row0 + j * BLOCK, h * HEAD_DIM], kv_fulls[slot])
+                        tlx.async_descriptor_load(desc_v, v_tiles[slot],
+                                                  [kv_row0 + j * BLOCK, h * HEAD_DIM], kv_fulls[slot])
+                        cnt_kv += 1
 
         # ---- score warpgroups: P^T, dS^T of step s; dQ of step s over the launch -------------
         with tlx.async_task(num_warps=4, registers=SCORE_REGS, replicate=NSTEPS):
@@ -165,52 +172,50 @@ def jfa_bwd_pma_kernel(
             tlx.local_store(ps_tiles[_ps(prev_ps, 1, s)], tl.zeros([BLOCK, BLOCK], dtype=dtype))
             tlx.fence("async_shared")
             for it in range(0, n_iter):
-                valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, 1,
-                                          ctas_per_head, 1, True)
-                if valid:
-                    q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, k_off, k_off, q_len, True)
-                    if klen > 0:
-                        slot_b, phase_b = _bufidx_phase(cnt_b, 2)
-                        tlx.barrier_wait(do_fulls[slot_b], phase_b)
-                        do_s = do_tiles[slot_b * NSTEPS + s]
-                        stats = 2 * (slot_b * NSTEPS + s)
-                        for j in range(0, (klen + BLOCK - 1) // BLOCK):
-                            slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
-                            tlx.barrier_wait(kv_fulls[slot], phase)
-                            st = tlx.async_dot(k_tiles[slot], tlx.local_trans(q_s))
-                            dpt = tlx.async_dot(v_tiles[slot], tlx.local_trans(do_s))
-                            lse2 = tlx.local_load(step_stats[stats])
-                            kv_pos = j * BLOCK + tl.arange(0, BLOCK)
-                            # the previous tile's dQ wgmma goes after this tile's S^T/dP^T and is
-                            # waited on within this iteration: in flight across the loop's back edge
-                            # (waited at the next tile's first wait) it made ptxas serialise every
-                            # wgmma of the kernel (C7515); waited right after its issue it stalled
-                            # the warpgroup (run 22, calls 1-2). The first tile's "previous" is a
-                            # zero dS^T tile over this tile's K: it adds 0.
-                            dq = tlx.async_dot(tlx.local_trans(ps_tiles[_ps(prev_ps, 1, s)]),
-                                               k_tiles[tl.where(prev_kv >= 0, prev_kv, slot)], dq)
-                            st = tlx.async_dot_wait(2, st)
-                            pt = _scores_p(st, lse2, kv_pos, klen, qk_scale, BLOCK)
-                            delta = tlx.local_load(step_stats[stats + 1])
-                            dpt = tlx.async_dot_wait(1, dpt)
-                            dst = pt * (dpt - delta[None, :])
-                            dq = tlx.async_dot_wait(0, dq)
-                            if prev_kv >= 0:
-                                tlx.barrier_arrive(kv_empties[prev_kv], 1)
-                                tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + prev_ps], 1)
-                            ps_slot, ps_phase = _bufidx_phase(cnt_ps, NUM_BUF_PS)
-                            tlx.barrier_wait(ps_empties[s * NUM_BUF_PS + ps_slot], ps_phase ^ 1)
-                            tlx.local_store(ps_tiles[_ps(ps_slot, 0, s)], pt.to(dtype))
-                            tlx.local_store(ps_tiles[_ps(ps_slot, 1, s)], dst.to(dtype))
-                            tlx.fence("async_shared")
-                            tlx.barrier_arrive(ps_fulls[s * NUM_BUF_PS + ps_slot], 1)
-                            prev_kv = slot
-                            prev_ps = ps_slot
-                            cnt_ps += 1
-                            cnt_kv += 1
-                        # this warpgroup's last dP^T of the element was waited on
-                        tlx.barrier_arrive(do_empties[slot_b], 1)
-                        cnt_b += 1
+                h, out_row0, qlen, kv_row0, klen = _batch_element(
+                    it, pid, n_prog, tile_entry, n_tiles, B, H, ctas_per_head, k_off, q_len)
+                if klen > 0:
+                    slot_b, phase_b = _bufidx_phase(cnt_b, 2)
+                    tlx.barrier_wait(do_fulls[slot_b], phase_b)
+                    do_s = do_tiles[slot_b * NSTEPS + s]
+                    stats = 2 * (slot_b * NSTEPS + s)
+                    for j in range(0, (klen + BLOCK - 1) // BLOCK):
+                        slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
+                        tlx.barrier_wait(kv_fulls[slot], phase)
+                        st = tlx.async_dot(k_tiles[slot], tlx.local_trans(q_s))
+                        dpt = tlx.async_dot(v_tiles[slot], tlx.local_trans(do_s))
+                        lse2 = tlx.local_load(step_stats[stats])
+                        kv_pos = j * BLOCK + tl.arange(0, BLOCK)
+                        # the previous tile's dQ wgmma goes after this tile's S^T/dP^T and is
+                        # waited on within this iteration: in flight across the loop's back edge
+                        # (waited at the next tile's first wait) it made ptxas serialise every
+                        # wgmma of the kernel (C7515); waited right after its issue it stalled
+                        # the warpgroup (run 22, calls 1-2). The first tile's "previous" is a
+                        # zero dS^T tile over this tile's K: it adds 0.
+                        dq = tlx.async_dot(tlx.local_trans(ps_tiles[_ps(prev_ps, 1, s)]),
+                                           k_tiles[tl.where(prev_kv >= 0, prev_kv, slot)], dq)
+                        st = tlx.async_dot_wait(2, st)
+                        pt = _scores_p(st, lse2, kv_pos, klen, qk_scale, BLOCK)
+                        delta = tlx.local_load(step_stats[stats + 1])
+                        dpt = tlx.async_dot_wait(1, dpt)
+                        dst = pt * (dpt - delta[None, :])
+                        dq = tlx.async_dot_wait(0, dq)
+                        if prev_kv >= 0:
+                            tlx.barrier_arrive(kv_empties[prev_kv], 1)
+                            tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + prev_ps], 1)
+                        ps_slot, ps_phase = _bufidx_phase(cnt_ps, NUM_BUF_PS)
+                        tlx.barrier_wait(ps_empties[s * NUM_BUF_PS + ps_slot], ps_phase ^ 1)
+                        tlx.local_store(ps_tiles[_ps(ps_slot, 0, s)], pt.to(dtype))
+                        tlx.local_store(ps_tiles[_ps(ps_slot, 1, s)], dst.to(dtype))
+                        tlx.fence("async_shared")
+                        tlx.barrier_arrive(ps_fulls[s * NUM_BUF_PS + ps_slot], 1)
+                        prev_kv = slot
+                        prev_ps = ps_slot
+                        cnt_ps += 1
+                        cnt_kv += 1
+                    # this warpgroup's last dP^T of the element was waited on
+                    tlx.barrier_arrive(do_empties[slot_b], 1)
+                    cnt_b += 1
             if prev_kv >= 0:  # the last tile's dQ
                 dq = tlx.async_dot(tlx.local_trans(ps_tiles[_ps(prev_ps, 1, s)]), k_tiles[prev_kv], dq)
                 dq = tlx.async_dot_wait(0, dq)
@@ -231,40 +236,38 @@ def jfa_bwd_pma_kernel(
             cnt_b = 0
             cnt_ps = 0
             for it in range(0, n_iter):
-                valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, 1,
-                                          ctas_per_head, 1, True)
-                if valid:
-                    q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, k_off, k_off, q_len, True)
-                    if klen > 0:
-                        slot_b, phase_b = _bufidx_phase(cnt_b, 2)
-                        tlx.barrier_wait(do_fulls[slot_b], phase_b)
-                        for j in range(0, (klen + BLOCK - 1) // BLOCK):
-                            ps_slot, ps_phase = _bufidx_phase(cnt_ps, NUM_BUF_PS)
-                            for s in tl.static_range(NSTEPS):
-                                tlx.barrier_wait(ps_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
-                                if s == 0:
-                                    dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, 0)],
-                                                       do_tiles[slot_b * NSTEPS])
-                                    dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, 0)], q_tiles[0])
-                                else:
-                                    dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, s)],
-                                                       do_tiles[slot_b * NSTEPS + s], dv)
-                                    dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
-                            dv = tlx.async_dot_wait(0, dv)
-                            # the slot's P^T tiles are read (by the dV wgmmas only): stage dV, then
-                            # dK, over them and store the rows below klen
-                            stage = kv_stage[2 * ps_slot]
-                            nrows = klen - j * BLOCK
-                            tlx.local_store(stage, dv.to(dtype))
-                            _store_rows(dv_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows, H,
-                                        h, HEAD_DIM, BLOCK)
-                            dk = tlx.async_dot_wait(0, dk)
-                            tlx.local_store(stage, (dk * sm_scale).to(dtype))
-                            _store_rows(dk_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows, H,
-                                        h, HEAD_DIM, BLOCK)
-                            for s in tl.static_range(NSTEPS):
-                                tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + ps_slot], 1)
-                            cnt_ps += 1
-                        # the element's last dV was waited on
-                        tlx.barrier_arrive(do_empties[slot_b], 1)
-                        cnt_b += 1
+                h, out_row0, qlen, kv_row0, klen = _batch_element(
+                    it, pid, n_prog, tile_entry, n_tiles, B, H, ctas_per_head, k_off, q_len)
+                if klen > 0:
+                    slot_b, phase_b = _bufidx_phase(cnt_b, 2)
+                    tlx.barrier_wait(do_fulls[slot_b], phase_b)
+                    for j in range(0, (klen + BLOCK - 1) // BLOCK):
+                        ps_slot, ps_phase = _bufidx_phase(cnt_ps, NUM_BUF_PS)
+                        for s in tl.static_range(NSTEPS):
+                            tlx.barrier_wait(ps_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
+                            if s == 0:
+                                dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, 0)],
+                                                   do_tiles[slot_b * NSTEPS])
+                                dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, 0)], q_tiles[0])
+                            else:
+                                dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, s)],
+                                                   do_tiles[slot_b * NSTEPS + s], dv)
+                                dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
+                        dv = tlx.async_dot_wait(0, dv)
+                        # the slot's P^T tiles are read (by the dV wgmmas only): stage dV, then
+                        # dK, over them and store the rows below klen
+                        stage = kv_stage[2 * ps_slot]
+                        nrows = klen - j * BLOCK
+                        tlx.local_store(stage, dv.to(dtype))
+                        _store_rows(dv_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows, H,
+                                    h, HEAD_DIM, BLOCK)
+                        dk = tlx.async_dot_wait(0, dk)
+                        tlx.local_store(stage, (dk * sm_scale).to(dtype))
+                        _store_rows(dk_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows, H,
+                                    h, HEAD_DIM, BLOCK)
+                        for s in tl.static_range(NSTEPS):
+                            tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + ps_slot], 1)
+                        cnt_ps += 1
+                    # the element's last dV was waited on
+                    tlx.barrier_arrive(do_empties[slot_b], 1)
+                    cnt_b += 1
