@@ -335,13 +335,13 @@ def uses_pma_roles(cfg: BwdConfig, head_dim: int, broadcast_q: bool, q_len: int,
 PMA_Q_BLOCK = 128  # the split-role pass's q-block (its schedule is the forward's resident one)
 DKDV_BLOCK_N = 128  # KV rows per dk/dv tile
 DKDV_STEP = 64      # query rows per dk/dv step
+DQ_REDUCE_ROWS = 8  # rows per program of `_reduce_dq_partials`
 
 
 def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, params,
              config: BwdConfig | None = None):
     """Gradients (dq, dk, dv) of `forward`; dq of broadcast_q is the batch sum (fp32 accumulate)."""
-    from kernels.tlx_hopper_bwd import (_jfa_bwd_preprocess_kernel, _jfa_dq_reduce_kernel,
-                                        jfa_bwd_dkdv_kernel, jfa_bwd_dq_kernel)
+    from kernels.tlx_hopper_bwd import _jfa_bwd_preprocess_kernel, jfa_bwd_dkdv_kernel, jfa_bwd_dq_kernel
     from kernels.tlx_schedule import cached_schedule
 
     reason = supports(query, key, value, params)
@@ -450,16 +450,27 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         CONSUMER_REGS=cfg.dq_regs, CAUSAL=causal, HAS_WINDOW=window is not None,
         BROADCAST_Q=broadcast, RESIDENT=resident, num_warps=4, num_stages=1)
     if broadcast and resident:
-        _jfa_dq_reduce_kernel[(triton_cdiv(bm, 64), pairs)](
-            part, dq, q_len, hq, cpp, HEAD_DIM=d, BLOCK_M=bm, BLOCK_R=64, num_warps=4)
+        _reduce_dq_partials(part, dq, q_len, hq, cpp, bm, pairs)
     elif broadcast:
         dq = acc.to(query.dtype)
     return dq, dk, dv
 
 
+def _reduce_dq_partials(part, dq, q_len: int, hq: int, ctas_per_pair: int, block_m: int,
+                        pairs: int) -> None:
+    """dq from the resident passes' fp32 partials (one per CTA and q-block), summed per (head,
+    q-block) in CTA order: 8-row programs, 8 pipeline stages each (64-row programs with one load
+    in flight were latency-bound)."""
+    from kernels.tlx_hopper_bwd import _jfa_dq_reduce_kernel
+
+    _jfa_dq_reduce_kernel[(triton_cdiv(block_m, DQ_REDUCE_ROWS), pairs)](
+        part, dq, q_len, hq, ctas_per_pair, HEAD_DIM=dq.shape[-1], BLOCK_M=block_m,
+        BLOCK_R=DQ_REDUCE_ROWS, NUM_STAGES=8, num_warps=4)
+
+
 def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, dk, dv, scale, n_sm):
     """`backward` by the split-role broadcast_q pass: preprocess, the pass, the dQ partials' sum."""
-    from kernels.tlx_hopper_bwd import _jfa_bwd_preprocess_kernel, _jfa_dq_reduce_kernel
+    from kernels.tlx_hopper_bwd import _jfa_bwd_preprocess_kernel
     from kernels.tlx_hopper_bwd_pma import jfa_bwd_pma_kernel
     from kernels.tlx_schedule import cached_schedule
 
@@ -488,6 +499,5 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
         scale, B, hq, q_len, total_out, HEAD_DIM=d, NUM_BUF_KV=cfg.pma_buf_kv,
         NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs, GRAD_REGS=cfg.pma_grad_regs,
         num_warps=4, num_stages=1)
-    _jfa_dq_reduce_kernel[(triton_cdiv(PMA_Q_BLOCK, 64), hq)](
-        part, dq, q_len, hq, ctas_per_head, HEAD_DIM=d, BLOCK_M=PMA_Q_BLOCK, BLOCK_R=64, num_warps=4)
+    _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, PMA_Q_BLOCK, hq)
     return dq, dk, dv
