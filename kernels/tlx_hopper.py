@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
+from kernels.tlx_launch import launch
+
 SUPPORTED_HEAD_DIMS = (64, 128)
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
 
@@ -241,7 +243,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
     desc_k = _descriptor(key, key.shape[0], cfg.block_n)
     desc_v = _descriptor(value, value.shape[0], cfg.block_n)
     desc_o = _descriptor(out, total_out, 64) if cfg.tma_store_o else desc_q  # else not written
-    jfa_fwd_kernel[(n_prog,)](
+    launch(jfa_fwd_kernel, (n_prog,),
         desc_q, desc_k, desc_v, desc_o, out, lse,
         query_offset if query_offset is not None else key_offset, key_offset,
         tile_entry, n_entries,
@@ -382,7 +384,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     if fused_dq:
         dq_acc = (torch.empty if zero_in_preprocess else torch.zeros)(
             query.shape, device=query.device, dtype=torch.float32)
-    _jfa_bwd_preprocess_kernel[(triton_cdiv(total_out, 64), hq)](
+    launch(_jfa_bwd_preprocess_kernel, (triton_cdiv(total_out, 64), hq),
         out, grad_out, delta, dq_acc, total_out, hq, HEAD_DIM=d, BLOCK_R=64,
         ZERO_DQ=zero_in_preprocess, num_warps=4)
 
@@ -402,7 +404,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         desc_dk, desc_dv = desc_k, desc_v  # not written: every half takes tl.store
     # fused: each consumer reduce-adds a [64 rows, D/2 columns] fp32 partial
     desc_dq = _descriptor(dq_acc, dq_acc.shape[0], 64, d // 2) if fused_dq else desc_q
-    jfa_bwd_dkdv_kernel[(n_sm,)](
+    launch(jfa_bwd_dkdv_kernel, (n_sm,),
         desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv, desc_dq, dk, dv, lse, delta, q_off,
         key_offset, entries, n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out,
         cfg.tile_window or num_nb,
@@ -442,7 +444,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     if cfg.dq_block_n != 64:  # the dK/dV pass's descriptors load 64-row K/V halves
         desc_k = _descriptor(key, key.shape[0], cfg.dq_block_n)
         desc_v = _descriptor(value, value.shape[0], cfg.dq_block_n)
-    jfa_bwd_dq_kernel[(n_prog,)](
+    launch(jfa_bwd_dq_kernel, (n_prog,),
         desc_q, desc_do, desc_k, desc_v, desc_part, dq_arg, acc_arg, lse, delta, q_off, key_offset, entries,
         n_entries, scale, win, B, hq, hq // hkv, q_len, num_mb, total_out, cpp,
         cfg.tile_window or num_mb,
@@ -463,7 +465,7 @@ def _reduce_dq_partials(part, dq, q_len: int, hq: int, ctas_per_pair: int, block
     in flight were latency-bound)."""
     from kernels.tlx_hopper_bwd import _jfa_dq_reduce_kernel
 
-    _jfa_dq_reduce_kernel[(triton_cdiv(block_m, DQ_REDUCE_ROWS), pairs)](
+    launch(_jfa_dq_reduce_kernel, (triton_cdiv(block_m, DQ_REDUCE_ROWS), pairs),
         part, dq, q_len, hq, ctas_per_pair, HEAD_DIM=dq.shape[-1], BLOCK_M=block_m,
         BLOCK_R=DQ_REDUCE_ROWS, NUM_STAGES=8, num_warps=4)
 
@@ -478,7 +480,7 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
     q_len, hq, d = query.shape
     total_out = B * q_len
     delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
-    _jfa_bwd_preprocess_kernel[(triton_cdiv(total_out, 64), hq)](
+    launch(_jfa_bwd_preprocess_kernel, (triton_cdiv(total_out, 64), hq),
         out, grad_out, delta, delta, total_out, hq, HEAD_DIM=d, BLOCK_R=64, ZERO_DQ=False,
         num_warps=4)
     # the forward's resident schedule for one q-block: batch elements heaviest first per head
@@ -492,7 +494,7 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
     dq = torch.empty_like(query)
     if POISON_OUTPUTS:
         dq.fill_(float("nan"))
-    jfa_bwd_pma_kernel[(n_prog,)](
+    launch(jfa_bwd_pma_kernel, (n_prog,),
         _descriptor(query, q_len, 64), _descriptor(grad_out, total_out, 64),
         _descriptor(key, key.shape[0], 64), _descriptor(value, value.shape[0], 64),
         _descriptor(part, part.shape[0], 64), dk, dv, lse, delta, key_offset, entries, n_entries,

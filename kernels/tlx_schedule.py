@@ -51,6 +51,7 @@ import triton.language as tl
 from torch.utils.weak import WeakIdKeyDictionary
 
 from kernels.common import offsets_versioned, tracked_version
+from kernels.tlx_launch import launch
 
 MAX_SCHEDULE_BLOCK = 16384  # entries ordered by one Triton program; torch ops beyond
 PRIORITY_BUCKETS = 32  # work classes of the heaviest-first order (exact below 32 blocks)
@@ -282,7 +283,7 @@ def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, 
     tile_entry = torch.empty(n, device=k_off.device, dtype=torch.int64)
     n_entries = torch.empty(1, device=k_off.device, dtype=torch.int32)
     block = max(16, triton.next_power_of_2(n))
-    _jfa_schedule_kernel[(1,)](
+    launch(_jfa_schedule_kernel, (1,),
         q_off if q_off is not None else k_off, k_off, tile_entry, n_entries, B, q_len, num_mb,
         0 if window is None else window, CAUSAL=causal, HAS_WINDOW=window is not None,
         BROADCAST_Q=broadcast_q, KV_STATIONARY=kv_stationary, BLOCK_M=block_m, BLOCK_N=block_n,
