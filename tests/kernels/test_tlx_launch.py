@@ -45,6 +45,7 @@ def test_launch_key_follows_triton_specialisation():
         _key(x.double(), desc, 32),             # dtype
         _key(x, TensorDescriptor(k, [100, 512], [512, 1], [64, 64]), 32),       # TMA block
         _key(x, TensorDescriptor(k.half(), [100, 512], [512, 1], [64, 128]), 32),  # TMA dtype
+        _key(x, x, 32),                         # a tensor where the descriptor was
         _key(x, desc, 32, BLOCK=128),           # constexpr value
         _key(x, desc, 32, num_warps=8),         # launch option
         _key(x, desc, 32, device=1),            # device
