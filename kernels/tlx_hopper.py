@@ -29,6 +29,10 @@ from kernels.tlx_launch import launch
 SUPPORTED_HEAD_DIMS = (64, 128)
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
 
+# broadcast Q with key sequences of at most this many keys on average stores O by TMA
+# (`fwd_config`'s short_keys): PMA fill 0.1 (~100 keys) is short, fill 0.5 (~510) is not
+PMA_SHORT_KEYS = 256
+
 # Tests force a persistent grid size here (determinism for any number of CTAs); None = #SMs.
 GRID_OVERRIDE: int | None = None
 # Tests set this to fill outputs with NaN before the kernels run, so an unwritten row shows.
@@ -105,7 +109,7 @@ class FwdConfig:
     num_buf_q: int
     num_buf_kv: int
     consumer_regs: int
-    tma_store_o: bool = False  # self/cross: full 64-row O slices leave by TMA store (else tl.store)
+    tma_store_o: bool = False  # full 64-row O slices leave by TMA store (else tl.store)
     # generic tile order: windows of this many schedule entries, heads outer inside one
     # (tlx_schedule's docstring); 1: heads of one entry adjacent, 0: one sequence's q-blocks;
     # the launchers pick 0 or 1 by `tile_window_for`
@@ -128,29 +132,41 @@ class FwdConfig:
         return 64 * self.num_groups
 
 
-def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 1) -> FwdConfig:
+def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 1,
+               short_keys: bool = False) -> FwdConfig:
     """Tile shape for a call. q_len is the broadcast Q length (ignored otherwise); tile_window as
-    `tile_window_for` chose it.
+    `tile_window_for` chose it; short_keys: broadcast Q over key sequences of at most
+    PMA_SHORT_KEYS on average (`call_short_keys`).
 
     A 3-warpgroup tile (192 rows) fits PMA's q_len=192 exactly instead of wasting 64 of 256 rows;
-    three consumers leave ~160 registers each, so it runs with 64-key blocks.
+    three consumers leave ~160 registers each, so it runs with 64-key blocks. With short key
+    sequences a batch element is one or two K/V blocks, and its O slice (as many bytes as its keys)
+    leaves by TMA store from a staging tile per group instead of the consumers' tl.store.
     """
     if broadcast_q and 128 < q_len <= 192:
         return FwdConfig(num_groups=3, block_n=64, num_buf_q=1, num_buf_kv=3, consumer_regs=160,
-                         tile_window=tile_window)
+                         tile_window=tile_window, tma_store_o=short_keys)
     if broadcast_q and head_dim > 64:
         # PMA is memory-bound: 64-key stages keep more K/V bytes in flight than 128-key ones; five
-        # (213 KB of smem) beat four by 4.6 % at fill 0.9 and lose ~1 % at fill 0.5 (run 11)
-        return FwdConfig(num_groups=2, block_n=64, num_buf_q=1, num_buf_kv=5, consumer_regs=232,
-                         tile_window=tile_window, late_p_cast=True)
+        # (213 KB of smem) beat four by 4.6 % at fill 0.9 and lose ~1 % at fill 0.5 (run 11); the
+        # O staging tiles take the fifth's place
+        return FwdConfig(num_groups=2, block_n=64, num_buf_q=1, num_buf_kv=4 if short_keys else 5,
+                         consumer_regs=232, tile_window=tile_window, late_p_cast=True,
+                         tma_store_o=short_keys)
     if broadcast_q:
         return FwdConfig(num_groups=2, block_n=128, num_buf_q=1, num_buf_kv=3, consumer_regs=232,
-                         tile_window=tile_window)
+                         tile_window=tile_window, tma_store_o=short_keys)
     # self/cross: O by TMA store, staged in the Q slot it no longer needs (run 10: 3-7 % forward);
     # groups without rows skip the math (FwdConfig.skip_idle_groups)
     return FwdConfig(num_groups=2, block_n=128, num_buf_q=2, num_buf_kv=3 if head_dim <= 64 else 2,
                      consumer_regs=232, tma_store_o=True, skip_idle_groups=True,
                      tile_window=tile_window)
+
+
+def call_short_keys(key: torch.Tensor, key_offset: torch.Tensor, params) -> bool:
+    """`fwd_config`'s short_keys for a call: broadcast Q whose key sequences average at most
+    PMA_SHORT_KEYS (from the packed key count: no device sync)."""
+    return bool(params.broadcast_q) and key.shape[0] <= PMA_SHORT_KEYS * (key_offset.numel() - 1)
 
 
 def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
@@ -218,12 +234,12 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         out.zero_()
         lse.fill_(float("-inf"))
         return out, lse
-    cfg = config or fwd_config(d, broadcast, q_len, call_tile_window(key, params))
+    cfg = config or fwd_config(d, broadcast, q_len, call_tile_window(key, params),
+                               call_short_keys(key, key_offset, params))
     _check_config(cfg)
-    if cfg.tma_store_o and (broadcast or cfg.num_buf_q < 2):
-        raise ValueError("tlx FwdConfig: tma_store_o needs self/cross attention (not broadcast_q) and "
-                         "num_buf_q >= 2: O is staged in a group's Q slot while the next tile's Q "
-                         "loads into the other")
+    if cfg.tma_store_o and not broadcast and cfg.num_buf_q < 2:
+        raise ValueError("tlx FwdConfig: tma_store_o with self/cross attention needs num_buf_q >= 2: "
+                         "O is staged in a group's Q slot while the next tile's Q loads into the other")
     if broadcast and cfg.skip_idle_groups:
         raise ValueError("tlx FwdConfig: skip_idle_groups needs self/cross attention (not broadcast_q): "
                          "it is only tested and measured there")

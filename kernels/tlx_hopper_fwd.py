@@ -16,12 +16,13 @@ Jagged handling (see ../shared/kernels/HOPPER_JFA_PITFALLS.md): TMA boxes read p
 the causal/window band) are masked to -inf before the row max, with the row max guarded so fully
 masked rows give p = 0 instead of NaN; O/LSE rows past qlen are never stored.
 
-Epilogue (TMA_STORE_O, self/cross attention): a group whose 64 rows all lie inside the sequence
-stages its O slice in its own Q tile (free after the tile's last QK^T) and writes it with a TMA
-store; the Q slot goes back to the producer only after the next tile's first QK^T, once the store
-has read it. A TMA box cannot stop at qlen, so the slice that straddles it, and LSE, take a masked
-tl.store. Broadcast Q stays resident across tiles and stores O with tl.store: a staging buffer of
-its own cost PMA 3-8 % at fill 0.9 (docs/kernels/tlx_hopper.md, run 10).
+Epilogue (TMA_STORE_O): a group whose 64 rows all lie inside the sequence writes its O slice with
+a TMA store. Self/cross attention stage it in the group's own Q tile (free after the tile's last
+QK^T); the Q slot goes back to the producer only after the next tile's first QK^T, once the store
+has read it. Broadcast Q stays resident across tiles, so each group stages O in a tile of its own,
+reused once the previous tile's store has read it (`fwd_config` takes it only for short key
+sequences: run 10 measured the extra shared memory costing PMA 3-8 % at fill 0.9). A TMA box
+cannot stop at qlen, so the slice that straddles it, and LSE, take a masked tl.store.
 KV blocks per tile come from `kv_block_range`, shared by every role; the blocks outside
 `kv_unmasked_range` (block 0 included, unless every real row sees all its keys) run the masked
 softmax, the rest without any mask.
@@ -38,6 +39,7 @@ from kernels.tlx_schedule import (kv_block_range, kv_unmasked_range, n_iteration
 
 BLOCK_M_SPLIT = tl.constexpr(64)  # query rows per consumer warpgroup (one wgmma M)
 PINGPONG_BAR = tl.constexpr(9)  # named barriers PINGPONG_BAR + c, c < NUM_GROUPS
+O_STAGE_BAR = tl.constexpr(12)  # broadcast TMA_STORE_O: group c's O tile is free (O_STAGE_BAR + c)
 
 
 @triton.jit
@@ -158,9 +160,14 @@ def jfa_fwd_kernel(
     k_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
     v_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=1)
     v_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
-    # O is staged in the group's Q tile (NUM_BUF_Q >= 2: the next tile's Q arrives in the other
-    # slot while the store drains); broadcast Q stays resident, so it has no free tile for O
-    tl.static_assert(not (TMA_STORE_O and BROADCAST_Q), "TMA_STORE_O is for self/cross attention")
+    # TMA_STORE_O: self/cross attention stage O in the group's Q tile (NUM_BUF_Q >= 2: the next
+    # tile's Q arrives in the other slot while the store drains); broadcast Q stays resident, so
+    # each group stages it in a tile of its own, reused once the previous tile's store read it
+    O_IN_Q: tl.constexpr = TMA_STORE_O and not BROADCAST_Q
+    if TMA_STORE_O and BROADCAST_Q:
+        o_tiles = tlx.local_alloc((BM_SPLIT, HEAD_DIM), dtype, NUM_GROUPS)
+    else:
+        o_tiles = q_tiles  # not used
     n_tiles = tl.load(n_entries) * H  # generic schedule: (entry, head) tiles
     n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
 
@@ -224,7 +231,7 @@ def jfa_fwd_kernel(
             cnt_kv = 0
             cnt_q = 0
             last_q = -1
-            held_o = 0  # TMA_STORE_O: the last Q slot holds an O slice a TMA store may still read
+            held_o = 0  # O_IN_Q: the last Q slot holds an O slice a TMA store may still read
             if cid == NUM_GROUPS - 1:
                 tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # group 0 issues first
             valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
@@ -255,7 +262,7 @@ def jfa_fwd_kernel(
                         if q_key != last_q:
                             if cnt_q > 0:
                                 release = cid * NUM_BUF_Q + (cnt_q - 1) % NUM_BUF_Q
-                                if not TMA_STORE_O:
+                                if not O_IN_Q:
                                     tlx.barrier_arrive(q_empties[release], 1)
                             cnt_q += 1
                             last_q = q_key
@@ -269,7 +276,7 @@ def jfa_fwd_kernel(
                             # every row of this group lies past qlen (the last q-block of a
                             # sequence): keep the K/V rings' and the ping-pong's protocol with the
                             # other groups, block by block, without the math
-                            if TMA_STORE_O:
+                            if O_IN_Q:
                                 _release_staged_q_slot(q_empties, release, held_o)
                             held_o = 0
                             for j in range(0, nblk):
@@ -309,7 +316,7 @@ def jfa_fwd_kernel(
                                     HAS_WINDOW, True, BLOCK_N)
                             p = p_f32 if LATE_P_CAST else p_f32.to(dtype)
                             cnt_kv += 1
-                            if TMA_STORE_O:
+                            if O_IN_Q:
                                 _release_staged_q_slot(q_empties, release, held_o)
                             held_o = 0
                             # masked head [1, a), unmasked bulk [a, c), masked tail [c, nblk)
@@ -342,11 +349,17 @@ def jfa_fwd_kernel(
                             o = (acc / l_safe[:, None]).to(dtype)  # cast before the store's relayout
                             lse = tl.where(l_i == 0.0, float("-inf"),
                                            (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
-                            if tma_o:  # stage O in the Q tile: its last QK^T was waited on
+                            if tma_o:
+                                if O_IN_Q:  # stage O in the Q tile: its last QK^T was waited on
+                                    o_buf = q_buf
+                                    tlx.fence("async_shared")
+                                else:  # in the group's O tile, once its previous store read it
+                                    o_buf = o_tiles[cid]
+                                    tlx.async_descriptor_store_wait(0)  # the issuing thread's
+                                    tlx.named_barrier_wait(O_STAGE_BAR + cid, 128)  # then all 128
+                                tlx.local_store(o_buf, o)
                                 tlx.fence("async_shared")
-                                tlx.local_store(q_buf, o)
-                                tlx.fence("async_shared")
-                                tlx.async_descriptor_store(desc_o, q_buf,
+                                tlx.async_descriptor_store(desc_o, o_buf,
                                                            [out_row0 + m0 + cid * BM_SPLIT, h * HEAD_DIM])
                                 held_o = 1
 

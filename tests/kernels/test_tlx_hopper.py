@@ -306,7 +306,8 @@ def check_o_store_paths(case: Case, seed: int = 0) -> dict:
 
     q, k, v, q_off, k_off, _, _ = make_inputs(case, seed)
     params = _params(case, 1.0 / math.sqrt(case.d))
-    cfg = tlx_hopper.fwd_config(case.d, False, 0)
+    bcast = case.mode == "bcast"  # its O staging tiles: the short-keys configuration
+    cfg = tlx_hopper.fwd_config(case.d, bcast, case.max_q if bcast else 0, short_keys=bcast)
     tlx_hopper.POISON_OUTPUTS = True
     outs = [tlx_hopper.forward(q, k, v, q_off, k_off, params,
                                config=dataclasses.replace(cfg, tma_store_o=tma))
@@ -423,10 +424,19 @@ def bwd_det_cases() -> list[Case]:
 
 
 def o_store_cases() -> list[Case]:
-    # odd lengths (slices straddling qlen take tl.store), empty and length-1 sequences, GQA, masks
+    # odd lengths (slices straddling qlen take tl.store), empty and length-1 sequences, GQA, masks;
+    # broadcast Q (its own staging tiles, each reused for every batch element of a CTA: grids of
+    # 2-3 reuse them dozens of times): 2 and 3 groups, q_len 100 (the second group's slice
+    # straddles it), D=64 (128-key blocks), short and empty key sequences, GQA, fp16
     return [Case("self", 40, 300, 300, 4, 2, 128, "bf16", True), Case("cross", 40, 200, 333, 4, 2, 64),
             Case("self", 30, 256, 256, 2, 2, 128, "fp16", lens="full"),
-            Case("cross", 30, 100, 100, 2, 2, 128, "bf16", False, 37, lens="one")]
+            Case("cross", 30, 100, 100, 2, 2, 128, "bf16", False, 37, lens="one"),
+            Case("bcast", 120, 128, 200, 2, 2, 128, "bf16", grid=3),
+            Case("bcast", 100, 192, 150, 3, 3, 128, "bf16", grid=2),
+            Case("bcast", 80, 100, 130, 2, 2, 128, "fp16"),
+            Case("bcast", 60, 128, 300, 2, 2, 64, "bf16", True, grid=3),
+            Case("bcast", 90, 128, 100, 4, 2, 128, "bf16", lens="empty_kv", grid=3),
+            Case("bcast", 90, 192, 100, 3, 3, 64, "bf16", lens="one")]
 
 
 def grid_cases() -> list[Case]:
@@ -469,15 +479,14 @@ def test_forward_o_store_paths_agree(case):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mode,num_buf_q", [("self", 1), ("bcast", 1), ("bcast", 2)])
-def test_forward_config_o_store_rule(mode, num_buf_q):
+@pytest.mark.parametrize("mode", ["self", "cross"])
+def test_forward_config_o_store_rule(mode):
     from kernels import tlx_hopper
 
     case = Case(mode, 4, 64, 64)
     q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
-    cfg = dataclasses.replace(tlx_hopper.fwd_config(case.d, False, 0), num_buf_q=num_buf_q)
-    with pytest.raises(ValueError, match=r"tma_store_o needs self/cross attention \(not broadcast_q\) and "
-                                         "num_buf_q >= 2"):
+    cfg = dataclasses.replace(tlx_hopper.fwd_config(case.d, False, 0), num_buf_q=1)
+    with pytest.raises(ValueError, match=r"tma_store_o with self/cross attention needs num_buf_q >= 2"):
         tlx_hopper.forward(q, k, v, q_off, k_off, _params(case, 0.1), config=cfg)
 
 
@@ -562,7 +571,8 @@ def test_forward_switch_changes_no_value(case, field):
     params = _params(case, 1 / math.sqrt(case.d))
     bcast = case.mode == "bcast"
     default = tlx_hopper.fwd_config(case.d, bcast, q.shape[0] if bcast else 0,
-                                    tlx_hopper.call_tile_window(k, params))
+                                    tlx_hopper.call_tile_window(k, params),
+                                    tlx_hopper.call_short_keys(k, k_off, params))
     out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
     flipped = dataclasses.replace(default, **{field: not getattr(default, field)})
     out_f, lse_f = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=flipped)
