@@ -29,10 +29,6 @@ from kernels.tlx_launch import launch
 SUPPORTED_HEAD_DIMS = (64, 128)
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
 
-# broadcast Q with key sequences of at most this many keys on average stores O by TMA
-# (`fwd_config`'s short_keys): PMA fill 0.1 (~100 keys) is short, fill 0.5 (~510) is not
-PMA_SHORT_KEYS = 256
-
 # Tests force a persistent grid size here (determinism for any number of CTAs); None = #SMs.
 GRID_OVERRIDE: int | None = None
 # Tests set this to fill outputs with NaN before the kernels run, so an unwritten row shows.
@@ -132,41 +128,31 @@ class FwdConfig:
         return 64 * self.num_groups
 
 
-def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 1,
-               short_keys: bool = False) -> FwdConfig:
+def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 1) -> FwdConfig:
     """Tile shape for a call. q_len is the broadcast Q length (ignored otherwise); tile_window as
-    `tile_window_for` chose it; short_keys: broadcast Q over key sequences of at most
-    PMA_SHORT_KEYS on average (`call_short_keys`).
+    `tile_window_for` chose it.
 
     A 3-warpgroup tile (192 rows) fits PMA's q_len=192 exactly instead of wasting 64 of 256 rows;
-    three consumers leave ~160 registers each, so it runs with 64-key blocks. With short key
-    sequences a batch element is one or two K/V blocks, and its O slice (as many bytes as its keys)
-    leaves by TMA store from a staging tile per group instead of the consumers' tl.store.
+    three consumers leave ~160 registers each, so it runs with 64-key blocks. Broadcast Q at D=128
+    stores O by TMA from a staging tile per group (run 23, H200, ABBA in one process: forward
+    -2.3 to -3.5 % at PMA fill 0.5 / 0.9, q128 with four K/V stages against five without it).
     """
     if broadcast_q and 128 < q_len <= 192:
         return FwdConfig(num_groups=3, block_n=64, num_buf_q=1, num_buf_kv=3, consumer_regs=160,
-                         tile_window=tile_window, tma_store_o=short_keys)
+                         tile_window=tile_window, tma_store_o=head_dim > 64)
     if broadcast_q and head_dim > 64:
-        # PMA is memory-bound: 64-key stages keep more K/V bytes in flight than 128-key ones; five
-        # (213 KB of smem) beat four by 4.6 % at fill 0.9 and lose ~1 % at fill 0.5 (run 11); the
-        # O staging tiles take the fifth's place
-        return FwdConfig(num_groups=2, block_n=64, num_buf_q=1, num_buf_kv=4 if short_keys else 5,
-                         consumer_regs=232, tile_window=tile_window, late_p_cast=True,
-                         tma_store_o=short_keys)
+        # PMA is memory-bound: 64-key stages keep more K/V bytes in flight than 128-key ones (run
+        # 11: five beat four by 4.6 % at fill 0.9); the O staging tiles take the fifth's place
+        return FwdConfig(num_groups=2, block_n=64, num_buf_q=1, num_buf_kv=4, consumer_regs=232,
+                         tile_window=tile_window, late_p_cast=True, tma_store_o=True)
     if broadcast_q:
         return FwdConfig(num_groups=2, block_n=128, num_buf_q=1, num_buf_kv=3, consumer_regs=232,
-                         tile_window=tile_window, tma_store_o=short_keys)
+                         tile_window=tile_window)
     # self/cross: O by TMA store, staged in the Q slot it no longer needs (run 10: 3-7 % forward);
     # groups without rows skip the math (FwdConfig.skip_idle_groups)
     return FwdConfig(num_groups=2, block_n=128, num_buf_q=2, num_buf_kv=3 if head_dim <= 64 else 2,
                      consumer_regs=232, tma_store_o=True, skip_idle_groups=True,
                      tile_window=tile_window)
-
-
-def call_short_keys(key: torch.Tensor, key_offset: torch.Tensor, params) -> bool:
-    """`fwd_config`'s short_keys for a call: broadcast Q whose key sequences average at most
-    PMA_SHORT_KEYS (from the packed key count: no device sync)."""
-    return bool(params.broadcast_q) and key.shape[0] <= PMA_SHORT_KEYS * (key_offset.numel() - 1)
 
 
 def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
@@ -234,8 +220,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         out.zero_()
         lse.fill_(float("-inf"))
         return out, lse
-    cfg = config or fwd_config(d, broadcast, q_len, call_tile_window(key, params),
-                               call_short_keys(key, key_offset, params))
+    cfg = config or fwd_config(d, broadcast, q_len, call_tile_window(key, params))
     _check_config(cfg)
     if cfg.tma_store_o and not broadcast and cfg.num_buf_q < 2:
         raise ValueError("tlx FwdConfig: tma_store_o with self/cross attention needs num_buf_q >= 2: "
