@@ -37,17 +37,18 @@ def fwd_variants(overrides: dict | None = None):
 
     from kernels.tlx_hopper import fwd_config
 
-    for d, dt, causal, window, bcast, q_len in itertools.product(
-            (64, 128), ("bf16", "fp16"), (False, True), (False, True), (False, True), (128, 192)):
-        if not bcast and q_len == 192:
+    for d, dt, causal, window, bcast, q_len, short in itertools.product(
+            (64, 128), ("bf16", "fp16"), (False, True), (False, True), (False, True), (128, 192),
+            (False, True)):
+        if not bcast and (q_len == 192 or short):
             continue
         if dt == "fp16" and (causal or window):
             continue  # dtype does not change control flow; keep the list short
-        cfg = dataclasses.replace(fwd_config(d, bcast, q_len), **(overrides or {}))
+        cfg = dataclasses.replace(fwd_config(d, bcast, q_len, short_keys=short), **(overrides or {}))
         if bcast:  # a self/cross-only field: the launcher refuses it with broadcast_q
             cfg = dataclasses.replace(cfg, skip_idle_groups=False)
         name = (f"fwd d{d} {dt} causal={int(causal)} window={int(window)} bcast={int(bcast)}"
-                f" q{q_len if bcast else '-'} G{cfg.num_groups} BN{cfg.block_n}")
+                f" q{q_len if bcast else '-'}{' short' if short else ''} G{cfg.num_groups} BN{cfg.block_n}")
         yield name, cfg, d, dt, causal, window, bcast
 
 

@@ -275,7 +275,8 @@ def run_shape(sh, do_bwd, tut, graphs=False):
     alt = None
     if AB_OVERRIDES:  # A/B: the same forward with some FwdConfig fields changed
         tile_window = tlx_hopper.call_tile_window(k, params)
-        alt = dataclasses.replace(tlx_hopper.fwd_config(d, bcast, sh["q"] if bcast else 0, tile_window),
+        alt = dataclasses.replace(tlx_hopper.fwd_config(d, bcast, sh["q"] if bcast else 0, tile_window,
+                                                        tlx_hopper.call_short_keys(k, k_off, params)),
                                   **AB_OVERRIDES)
         fwd_alt = lambda: tlx_hopper.forward(q, k, v, q_off, k_off, params, config=alt)
         out_alt, lse_alt = fwd_alt()

@@ -1,9 +1,13 @@
 """The TLX Hopper launchers' configuration choices (pure Python, runs on CPU)."""
 
-import pytest
+import dataclasses
 
-from kernels.tlx_hopper import (BwdConfig, bwd_config, fuses_dq, fwd_config, tile_window_for,
-                                uses_pma_roles)
+import pytest
+import torch
+
+from kernels.common import JFAParams
+from kernels.tlx_hopper import (PMA_SHORT_KEYS, BwdConfig, bwd_config, call_short_keys, fuses_dq,
+                                fwd_config, tile_window_for, uses_pma_roles)
 
 H200_L2 = 50 * 2**20
 
@@ -57,12 +61,27 @@ def test_late_p_cast_only_where_no_register_spills(head_dim, broadcast_q, q_len)
 
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("q_len", [1, 100, 128, 192])
-def test_broadcast_o_by_tma_store_at_d128_within_shared_memory(head_dim, q_len):
-    cfg = fwd_config(head_dim, True, q_len)
-    assert cfg.tma_store_o == (head_dim == 128)  # measured at D=128 only (run 23)
-    if (head_dim, cfg.num_groups, cfg.block_n) == (128, 2, 64):
+def test_broadcast_o_by_tma_store_at_d128_over_long_keys(head_dim, q_len):
+    long_keys, short = fwd_config(head_dim, True, q_len), fwd_config(head_dim, True, q_len, short_keys=True)
+    assert long_keys.tma_store_o == (head_dim == 128) and not short.tma_store_o  # as measured (run 23)
+    if (head_dim, long_keys.num_groups, long_keys.block_n) == (128, 2, 64):
         # the staging tiles (2 x 16 KB) take the place of run 11's fifth 64-key K/V stage
-        assert cfg.num_buf_kv == 4
+        assert (long_keys.num_buf_kv, short.num_buf_kv) == (4, 5)
+    else:
+        assert short == long_keys or short == dataclasses.replace(long_keys, tma_store_o=False)
+    # self/cross attention ignore short_keys (their O always leaves by TMA store, staged in Q)
+    assert fwd_config(head_dim, False, 0, short_keys=True) == fwd_config(head_dim, False, 0)
+
+
+@pytest.mark.parametrize("broadcast_q", [False, True])
+def test_short_keys_from_the_mean_key_length(broadcast_q):
+    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=1024, sm_scale=None, causal=False,
+                       window_size=None, broadcast_q=broadcast_q, deterministic=False)
+    offsets = torch.zeros(11, dtype=torch.int32)  # 10 sequences: only their count is read
+    at_limit = torch.empty(10 * PMA_SHORT_KEYS, 2, 64)
+    over = torch.empty(10 * PMA_SHORT_KEYS + 1, 2, 64)
+    assert call_short_keys(at_limit, offsets, params) == broadcast_q
+    assert not call_short_keys(over, offsets, params)
 
 
 def test_dq_fused_only_where_it_is_correct():
