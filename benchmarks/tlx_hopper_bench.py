@@ -14,7 +14,10 @@ as tlx_fwdbwd_abbwd_ms, and ab_bwd_grad_rel, the largest relative difference (no
 against the default configuration's (a different tiling sums in another order: ~1e-3 is bf16
 rounding, not an error). Every A/B times the default and the candidate in ABBA order over
 --ab-rounds rounds (2): the *_ab_ms / *_abbwd_ms columns are the candidate's medians, *_base_ms the
-default's over the same rounds, *_ratio the median of the rounds' candidate/default ratios.
+default's over the same rounds, *_ratio the median of the rounds' candidate/default ratios. Both
+sides pass their configuration to the launcher (from run 24 on; before, only the candidate did,
+skipping the default side's choice of it: a few us of host time, visible on the host-bound fill-0.1
+rows).
 
 --baseline-rounds N (N >= 2) times the tlx call and each baseline (varlen forward, forward+backward,
 the tutorial) in ABBA order over N rounds instead of once each: *_ms are the medians over the
@@ -274,14 +277,16 @@ def run_shape(sh, do_bwd, tut, graphs=False):
             lambda: varlen_attn(qv, k, v, cu_q, k_off, max_q, max_k, scale=scale))
     alt = None
     if AB_OVERRIDES:  # A/B: the same forward with some FwdConfig fields changed
-        tile_window = tlx_hopper.call_tile_window(k, params)
-        alt = dataclasses.replace(tlx_hopper.fwd_config(d, bcast, sh["q"] if bcast else 0, tile_window,
-                                                        tlx_hopper.call_short_keys(k, k_off, params)),
-                                  **AB_OVERRIDES)
+        # both sides pass their config: the call's own choice costs host time that the fill-0.1
+        # rows would otherwise charge to the default side only (run 23)
+        base = tlx_hopper.fwd_config(d, bcast, sh["q"] if bcast else 0, tlx_hopper.call_tile_window(k, params),
+                                     tlx_hopper.call_short_keys(k, k_off, params))
+        alt = dataclasses.replace(base, **AB_OVERRIDES)
+        fwd_base = lambda: tlx_hopper.forward(q, k, v, q_off, k_off, params, config=base)
         fwd_alt = lambda: tlx_hopper.forward(q, k, v, q_off, k_off, params, config=alt)
         out_alt, lse_alt = fwd_alt()
         row["ab_fwd_identical"] = bool(torch.equal(out_alt, out) and torch.equal(lse_alt, lse))
-        ab = ab_rounds(row["tlx_fwd_ms"], fwd, fwd_alt)
+        ab = ab_rounds(bench(fwd_base), fwd_base, fwd_alt)
         row.update(tlx_fwd_ab_ms=ab["ab"], tlx_fwd_ab_base_ms=ab["base"], tlx_fwd_ab_ratio=ab["ratio"])
     if do_bwd:
         qg, kg, vg = (t.clone().requires_grad_() for t in (qv, k, v))
@@ -302,26 +307,34 @@ def run_shape(sh, do_bwd, tut, graphs=False):
             row["tlx_fwdbwd_graph_ms"] = graph_bench(tlx_fb)
         if AB_BWD_OVERRIDES:  # A/B: the same backward with some BwdConfig fields changed
             n_sm = torch.cuda.get_device_properties(q.device).multi_processor_count
-            alt_bwd = dataclasses.replace(
-                tlx_hopper.bwd_config(d, bcast, sh["q"] if bcast else 0, H, n_sm,
-                                      tlx_hopper.call_tile_window(k, params)), **AB_BWD_OVERRIDES)
+            base_bwd = tlx_hopper.bwd_config(d, bcast, sh["q"] if bcast else 0, H, n_sm,
+                                             tlx_hopper.call_tile_window(k, params))
+            alt_bwd = dataclasses.replace(base_bwd, **AB_BWD_OVERRIDES)
             o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
             grads = tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params)
             grads_alt = tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params, config=alt_bwd)
             row["ab_bwd_grad_rel"] = max(((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30)).item()
                                          for a, b in zip(grads_alt, grads))
 
+            def tlx_fb_base_bwd():
+                o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
+                tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params, config=base_bwd)
+
             def tlx_fb_alt_bwd():
                 o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
                 tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params, config=alt_bwd)
-            ab = ab_rounds(row["tlx_fwdbwd_ms"], tlx_fb, tlx_fb_alt_bwd)
+            ab = ab_rounds(bench(tlx_fb_base_bwd), tlx_fb_base_bwd, tlx_fb_alt_bwd)
             row.update(tlx_fwdbwd_abbwd_ms=ab["ab"], tlx_fwdbwd_abbwd_base_ms=ab["base"],
                        tlx_fwdbwd_abbwd_ratio=ab["ratio"])
         if alt is not None:
+            def tlx_fb_base():
+                o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=base)
+                tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params)
+
             def tlx_fb_alt():
                 o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=alt)
                 tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params)
-            ab = ab_rounds(row["tlx_fwdbwd_ms"], tlx_fb, tlx_fb_alt)
+            ab = ab_rounds(bench(tlx_fb_base), tlx_fb_base, tlx_fb_alt)
             row.update(tlx_fwdbwd_ab_ms=ab["ab"], tlx_fwdbwd_ab_base_ms=ab["base"],
                        tlx_fwdbwd_ab_ratio=ab["ratio"])
     if tut is not None and sh["fill"] == 1.0:
