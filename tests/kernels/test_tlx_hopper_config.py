@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from kernels.common import JFAParams
-from kernels.tlx_hopper import (PMA_SHORT_KEYS, BwdConfig, _check_config, bwd_config, call_short_keys,
-                                fuses_dq, fwd_config, tile_window_for, uses_pma_roles)
+from kernels.tlx_hopper import (PMA_SHORT_KEYS, BwdConfig, _check_config, _descriptor, bwd_config,
+                                call_short_keys, fuses_dq, fwd_config, tile_window_for, uses_pma_roles)
 
 H200_L2 = 50 * 2**20
 
@@ -94,6 +94,21 @@ def test_prefetch_distance_must_be_a_count(ahead):
         _check_config(bwd, 128)
     _check_config(dataclasses.replace(fwd, prefetch_kv=4))  # a count is fine
     _check_config(dataclasses.replace(bwd, pma_prefetch_kv=3), 128)
+
+
+@pytest.mark.parametrize("rows,heads,head_dim,block_rows,block_cols,dtype", [
+    (300, 4, 128, 64, None, torch.bfloat16), (1, 2, 64, 128, None, torch.float16),
+    (200, 3, 128, 64, 64, torch.float32)])
+def test_descriptor_equals_the_checked_build(rows, heads, head_dim, block_rows, block_cols, dtype):
+    # `_descriptor` skips TensorDescriptor's checks (host time): it must build the same object
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    t = torch.zeros(rows, heads, head_dim, dtype=dtype)
+    fast = _descriptor(t, rows, block_rows, block_cols)
+    checked = TensorDescriptor(t, [rows, heads * head_dim], [heads * head_dim, 1],
+                               [block_rows, block_cols or head_dim])
+    assert type(fast) is TensorDescriptor and fast == checked
+    assert fast.__dict__.keys() == checked.__dict__.keys() and fast.base is t
 
 
 def test_dq_fused_only_where_it_is_correct():
