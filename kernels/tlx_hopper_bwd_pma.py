@@ -143,10 +143,12 @@ def jfa_bwd_pma_kernel(
                         tlx.local_store(step_stats[2 * (slot_b * NSTEPS + s) + 1], delta)
                     tlx.barrier_arrive(do_fulls[slot_b], 1)
                     cnt_b += 1
+                    n_kv_tiles = (klen + BLOCK - 1) // BLOCK
                     if PREFETCH_KV > 0:  # the next element's tiles, where the prefetch runs past this one's
                         n_h, n_out_row0, n_qlen, n_kv_row0, n_klen = _batch_element(
                             it + 1, pid, n_prog, tile_entry, n_tiles, B, H, ctas_per_head, k_off, q_len)
-                    for j in range(0, (klen + BLOCK - 1) // BLOCK):
+                        next_kv_tiles = (n_klen + BLOCK - 1) // BLOCK
+                    for j in range(0, n_kv_tiles):
                         slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
                         tlx.barrier_wait(kv_empties[slot], phase ^ 1)
                         tlx.barrier_expect_bytes(kv_fulls[slot], 2 * TILE_BYTES)
@@ -156,9 +158,9 @@ def jfa_bwd_pma_kernel(
                                                   [kv_row0 + j * BLOCK, h * HEAD_DIM], kv_fulls[slot])
                         cnt_kv += 1
                         if PREFETCH_KV > 0:
-                            _prefetch_kv_block(desc_k, desc_v, j + PREFETCH_KV, (klen + BLOCK - 1) // BLOCK,
-                                               kv_row0, h * HEAD_DIM, n_klen > 0, (n_klen + BLOCK - 1) // BLOCK,
-                                               n_kv_row0, n_h * HEAD_DIM, BLOCK)
+                            _prefetch_kv_block(desc_k, desc_v, j + PREFETCH_KV, n_kv_tiles, kv_row0,
+                                               h * HEAD_DIM, n_klen > 0, next_kv_tiles, n_kv_row0,
+                                               n_h * HEAD_DIM, BLOCK)
 
         # ---- score warpgroups: P^T, dS^T of step s; dQ of step s over the launch -------------
         with tlx.async_task(num_warps=4, registers=SCORE_REGS, replicate=NSTEPS):
