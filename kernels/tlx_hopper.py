@@ -131,10 +131,6 @@ class FwdConfig:
     # -2.6 % at fill 0.9 (3 A/Bs; fill 0.5 0 to -7 %); with BLOCK_N=128 (self/cross) or 3 groups
     # (PMA q192) 52-55 words spill and it lost up to 16 %, so `fwd_config` takes it for the former
     late_p_cast: bool = False
-    # > 0: the producer also prefetches the K/V block this many blocks ahead of its loads into L2
-    # (TMA prefetch, across tiles): more K/V bytes in flight than the shared-memory ring holds, for
-    # the memory-bound PMA forward. Prepared in session 21, not measured; outputs are unchanged
-    prefetch_kv: int = 0
 
     @property
     def block_m(self) -> int:
@@ -186,11 +182,6 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
     if not (isinstance(cfg.tile_window, int) and cfg.tile_window >= 0):
         raise ValueError(f"tlx {type(cfg).__name__}: tile_window must be an int >= 0 (0: one sequence's "
                          f"blocks), got {cfg.tile_window!r}")
-    field = "prefetch_kv" if isinstance(cfg, FwdConfig) else "pma_prefetch_kv"
-    ahead = getattr(cfg, field)
-    if not (type(ahead) is int and ahead >= 0):
-        raise ValueError(f"tlx {type(cfg).__name__}: {field} must be an int >= 0 (K/V tiles ahead, 0: off), "
-                         f"got {ahead!r}")
     if not isinstance(cfg, BwdConfig):
         return
     if head_dim == 128 and cfg.fused_dq and cfg.dkdv_buf_q != 2:
@@ -304,7 +295,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         NUM_BUF_KV=cfg.num_buf_kv, CONSUMER_REGS=cfg.consumer_regs, CAUSAL=bool(params.causal),
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
         TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
-        LATE_P_CAST=cfg.late_p_cast, PREFETCH_KV=cfg.prefetch_kv, num_warps=4,
+        LATE_P_CAST=cfg.late_p_cast, num_warps=4,
         num_stages=1)
     return out, lse
 
@@ -347,10 +338,6 @@ class BwdConfig:
     pma_roles: bool = False
     pma_buf_kv: int = 3       # its K/V ring (64-key tiles)
     pma_buf_ps: int = 1       # its P^T/dS^T ring per step, from the score to the gradient warpgroup
-    # > 0: its producer also prefetches the K/V tile this many tiles ahead of its loads into L2
-    # (TMA prefetch, across batch elements), as `FwdConfig.prefetch_kv`: its K/V ring is limited by
-    # shared memory (run 23: two slots instead of three cost 6 %). Prepared in session 21, not measured
-    pma_prefetch_kv: int = 0
     # 2 x 160 + 168 + the producer's 24 fill the register file (score 168 / gradient 152 spills
     # dK/dV, and ptxas then serialises every wgmma)
     pma_score_regs: int = 160
@@ -556,6 +543,6 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
         _descriptor(part, part.shape[0], 64), dk, dv, lse, delta, key_offset, entries, n_entries,
         scale, B, hq, q_len, total_out, HEAD_DIM=d, NUM_BUF_KV=cfg.pma_buf_kv,
         NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs, GRAD_REGS=cfg.pma_grad_regs,
-        PREFETCH_KV=cfg.pma_prefetch_kv, num_warps=4, num_stages=1)
+        num_warps=4, num_stages=1)
     _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, PMA_Q_BLOCK, hq)
     return dq, dk, dv

@@ -36,7 +36,7 @@ import triton.language as tl
 import triton.language.extra.tlx as tlx
 
 from kernels.tlx_hopper_bwd import _dkdv_probs, _row_stats
-from kernels.tlx_hopper_fwd import _bufidx_phase, _prefetch_kv_block
+from kernels.tlx_hopper_fwd import _bufidx_phase
 from kernels.tlx_schedule import n_iterations, seq_bounds, tile_at
 
 LOG2E = tl.constexpr(1.4426950408889634)
@@ -80,7 +80,7 @@ def jfa_bwd_pma_kernel(
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, k_off, tile_entry, n_entries, sm_scale, B, H, q_len,
     total_out,
     HEAD_DIM: tl.constexpr, NUM_BUF_KV: tl.constexpr, NUM_BUF_PS: tl.constexpr,
-    SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr, PREFETCH_KV: tl.constexpr,
+    SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr,
 ):
     BLOCK: tl.constexpr = 64           # keys per tile = query rows per step
     NSTEPS: tl.constexpr = 2
@@ -143,12 +143,7 @@ def jfa_bwd_pma_kernel(
                         tlx.local_store(step_stats[2 * (slot_b * NSTEPS + s) + 1], delta)
                     tlx.barrier_arrive(do_fulls[slot_b], 1)
                     cnt_b += 1
-                    n_kv_tiles = (klen + BLOCK - 1) // BLOCK
-                    if PREFETCH_KV > 0:  # the next element's tiles, where the prefetch runs past this one's
-                        n_h, n_out_row0, n_qlen, n_kv_row0, n_klen = _batch_element(
-                            it + 1, pid, n_prog, tile_entry, n_tiles, B, H, ctas_per_head, k_off, q_len)
-                        next_kv_tiles = (n_klen + BLOCK - 1) // BLOCK
-                    for j in range(0, n_kv_tiles):
+                    for j in range(0, (klen + BLOCK - 1) // BLOCK):
                         slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
                         tlx.barrier_wait(kv_empties[slot], phase ^ 1)
                         tlx.barrier_expect_bytes(kv_fulls[slot], 2 * TILE_BYTES)
@@ -157,10 +152,6 @@ def jfa_bwd_pma_kernel(
                         tlx.async_descriptor_load(desc_v, v_tiles[slot],
                                                   [kv_row0 + j * BLOCK, h * HEAD_DIM], kv_fulls[slot])
                         cnt_kv += 1
-                        if PREFETCH_KV > 0:
-                            _prefetch_kv_block(desc_k, desc_v, j + PREFETCH_KV, n_kv_tiles, kv_row0,
-                                               h * HEAD_DIM, n_klen > 0, next_kv_tiles, n_kv_row0,
-                                               n_h * HEAD_DIM, BLOCK)
 
         # ---- score warpgroups: P^T, dS^T of step s; dQ of step s over the launch -------------
         with tlx.async_task(num_warps=4, registers=SCORE_REGS, replicate=NSTEPS):

@@ -87,20 +87,6 @@ def _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window, CAUSAL: 
 
 
 @triton.jit
-def _prefetch_kv_block(desc_k, desc_v, jp, nblk, row0, col, n_valid, n_nblk, n_row0, n_col,
-                       BLOCK_N: tl.constexpr):
-    """PREFETCH_KV: an L2 prefetch (TMA, no shared memory) of K/V block jp of this tile, or past
-    its last block, block jp - nblk of the next tile (if it has one): the K/V stream runs
-    PREFETCH_KV blocks ahead of the ring's loads, across tiles, for the same DRAM bytes."""
-    here = jp < nblk
-    row = tl.where(here, row0 + jp * BLOCK_N, n_row0 + (jp - nblk) * BLOCK_N)
-    kv_col = tl.where(here, col, n_col)
-    ok = here | (n_valid & (jp - nblk < n_nblk))
-    tlx.async_descriptor_prefetch_tensor(desc_k, [row, kv_col], pred=ok)
-    tlx.async_descriptor_prefetch_tensor(desc_v, [row, kv_col], pred=ok)
-
-
-@triton.jit
 def _release_staged_q_slot(q_empties, release, held_o):
     """TMA_STORE_O: give the previous tile's Q slot (release >= 0) back to the producer once the
     TMA store of the O slice staged in it (held_o) has read it."""
@@ -153,7 +139,7 @@ def jfa_fwd_kernel(
     NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
-    LATE_P_CAST: tl.constexpr, PREFETCH_KV: tl.constexpr,
+    LATE_P_CAST: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -222,10 +208,6 @@ def jfa_fwd_kernel(
                             cnt_q += 1
                             last_q = q_key
                         kv_col = (h // G) * HEAD_DIM
-                        if PREFETCH_KV > 0:  # the next tile's blocks, where the prefetch runs past this one's
-                            n_lo, n_nblk = kv_block_range(n_mb * BLOCK_M, n_qlen, n_klen, window, CAUSAL,
-                                                          HAS_WINDOW, BLOCK_M, BLOCK_N)
-                            n_kv_col = (n_h // G) * HEAD_DIM
                         for j in range(0, nblk):
                             kv_idx, kv_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
                             row = kv_row0 + lo + j * BLOCK_N
@@ -238,10 +220,6 @@ def jfa_fwd_kernel(
                             tlx.async_descriptor_load(desc_v, v_tiles[kv_idx], [row, kv_col],
                                                       v_fulls[kv_idx])
                             cnt_kv += 1
-                            if PREFETCH_KV > 0:
-                                _prefetch_kv_block(desc_k, desc_v, j + PREFETCH_KV, nblk, kv_row0 + lo,
-                                                   kv_col, n_valid, n_nblk, n_kv_row0 + n_lo, n_kv_col,
-                                                   BLOCK_N)
                 valid, b, h, mb = n_valid, n_b, n_h, n_mb
                 q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
                 n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from kernels.common import JFAParams
-from kernels.tlx_hopper import (PMA_SHORT_KEYS, BwdConfig, _check_config, _descriptor, bwd_config,
+from kernels.tlx_hopper import (PMA_SHORT_KEYS, BwdConfig, _descriptor, bwd_config,
                                 call_short_keys, fuses_dq, fwd_config, tile_window_for, uses_pma_roles)
 
 H200_L2 = 50 * 2**20
@@ -82,18 +82,6 @@ def test_short_keys_from_the_mean_key_length(broadcast_q):
     over = torch.empty(10 * PMA_SHORT_KEYS + 1, 2, 64)
     assert call_short_keys(at_limit, offsets, params) == broadcast_q
     assert not call_short_keys(over, offsets, params)
-
-
-@pytest.mark.parametrize("ahead", [-1, True, 2.0])
-def test_prefetch_distance_must_be_a_count(ahead):
-    fwd = dataclasses.replace(fwd_config(128, True, 128), prefetch_kv=ahead)
-    with pytest.raises(ValueError, match=r"tlx FwdConfig: prefetch_kv must be an int >= 0"):
-        _check_config(fwd)
-    bwd = dataclasses.replace(BwdConfig(), pma_prefetch_kv=ahead)
-    with pytest.raises(ValueError, match=r"tlx BwdConfig: pma_prefetch_kv must be an int >= 0"):
-        _check_config(bwd, 128)
-    _check_config(dataclasses.replace(fwd, prefetch_kv=4))  # a count is fine
-    _check_config(dataclasses.replace(bwd, pma_prefetch_kv=3), 128)
 
 
 @pytest.mark.parametrize("rows,heads,head_dim,block_rows,block_cols,dtype", [
