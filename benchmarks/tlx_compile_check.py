@@ -67,7 +67,8 @@ def compile_fwd(cfg, d, dt, causal, window, bcast):
                  NUM_BUF_Q=cfg.num_buf_q, NUM_BUF_KV=cfg.num_buf_kv,
                  CONSUMER_REGS=cfg.consumer_regs, CAUSAL=causal, HAS_WINDOW=window,
                  BROADCAST_Q=bcast, RESIDENT=bcast, TMA_STORE_O=cfg.tma_store_o,
-                 SKIP_IDLE_GROUPS=cfg.skip_idle_groups, LATE_P_CAST=cfg.late_p_cast)
+                 SKIP_IDLE_GROUPS=cfg.skip_idle_groups, LATE_P_CAST=cfg.late_p_cast,
+                 O_TMA_ONLY=bcast and cfg.tma_store_o)  # q_len 128 / 192: multiples of 64
     for k in const:
         sig[k] = "constexpr"
     src = triton.compiler.ASTSource(fn=jfa_fwd_kernel, signature=sig, constexprs=const,

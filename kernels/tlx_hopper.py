@@ -295,7 +295,8 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         NUM_BUF_KV=cfg.num_buf_kv, CONSUMER_REGS=cfg.consumer_regs, CAUSAL=bool(params.causal),
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
         TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
-        LATE_P_CAST=cfg.late_p_cast, num_warps=4,
+        LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=cfg.tma_store_o and broadcast and q_len % 64 == 0,
+        num_warps=4,
         num_stages=1)
     return out, lse
 

@@ -87,6 +87,21 @@ def _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window, CAUSAL: 
 
 
 @triton.jit
+def _wait_o_tile_read(cid: tl.constexpr):
+    """Broadcast TMA_STORE_O: group cid's O tile is free once its previous TMA store read it."""
+    tlx.async_descriptor_store_wait(0)  # the issuing thread's store
+    tlx.named_barrier_wait(O_STAGE_BAR + cid, 128)  # then all 128 threads know it
+
+
+@triton.jit
+def _tma_store_o(desc_o, o_buf, o, row, col):
+    """TMA_STORE_O: O slice o staged in o_buf and stored from there to out[row, col]."""
+    tlx.local_store(o_buf, o)
+    tlx.fence("async_shared")
+    tlx.async_descriptor_store(desc_o, o_buf, [row, col])
+
+
+@triton.jit
 def _release_staged_q_slot(q_empties, release, held_o):
     """TMA_STORE_O: give the previous tile's Q slot (release >= 0) back to the producer once the
     TMA store of the O slice staged in it (held_o) has read it."""
@@ -139,7 +154,7 @@ def jfa_fwd_kernel(
     NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
-    LATE_P_CAST: tl.constexpr,
+    LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -164,6 +179,10 @@ def jfa_fwd_kernel(
     # tile's Q arrives in the other slot while the store drains); broadcast Q stays resident, so
     # each group stages it in a tile of its own, reused once the previous tile's store read it
     O_IN_Q: tl.constexpr = TMA_STORE_O and not BROADCAST_Q
+    # O_TMA_ONLY (broadcast Q, q_len a multiple of 64): no slice straddles a sequence end, so every
+    # slice inside one, zeros too, leaves by TMA store and the masked tl.store of O is not compiled:
+    # its relayout took 16 KB of shared memory scratch, room for a fifth K/V stage
+    tl.static_assert(not O_TMA_ONLY or (TMA_STORE_O and BROADCAST_Q))
     if TMA_STORE_O and BROADCAST_Q:
         o_tiles = tlx.local_alloc((BM_SPLIT, HEAD_DIM), dtype, NUM_GROUPS)
     else:
@@ -251,7 +270,9 @@ def jfa_fwd_kernel(
                                               BLOCK_M, BLOCK_N)
                     rows = m0 + cid * BM_SPLIT + tl.arange(0, BM_SPLIT)
                     o = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=dtype)  # rows that see no key
-                    if TMA_STORE_O:  # this group's O slice leaves by TMA store
+                    if O_TMA_ONLY:  # a whole slice inside the sequence, or none of it
+                        tma_o = m0 + cid * BM_SPLIT < qlen
+                    elif TMA_STORE_O:  # this group's O slice leaves by TMA store
                         tma_o = (nblk > 0) & (m0 + (cid + 1) * BM_SPLIT <= qlen)
                     else:
                         tma_o: tl.constexpr = False
@@ -349,28 +370,27 @@ def jfa_fwd_kernel(
                             o = (acc / l_safe[:, None]).to(dtype)  # cast before the store's relayout
                             lse = tl.where(l_i == 0.0, float("-inf"),
                                            (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
-                            if tma_o:
-                                if O_IN_Q:  # stage O in the Q tile: its last QK^T was waited on
-                                    o_buf = q_buf
+                            if O_IN_Q:
+                                if tma_o:  # stage O in the Q tile: its last QK^T was waited on
                                     tlx.fence("async_shared")
-                                else:  # in the group's O tile, once its previous store read it
-                                    o_buf = o_tiles[cid]
-                                    tlx.async_descriptor_store_wait(0)  # the issuing thread's
-                                    tlx.named_barrier_wait(O_STAGE_BAR + cid, 128)  # then all 128
-                                tlx.local_store(o_buf, o)
-                                tlx.fence("async_shared")
-                                tlx.async_descriptor_store(desc_o, o_buf,
-                                                           [out_row0 + m0 + cid * BM_SPLIT, h * HEAD_DIM])
-                                held_o = 1
+                                    _tma_store_o(desc_o, q_buf, o, out_row0 + m0 + cid * BM_SPLIT,
+                                                 h * HEAD_DIM)
+                                    held_o = 1
+                    if TMA_STORE_O and BROADCAST_Q:
+                        if tma_o:  # in the group's O tile, once its previous store read it
+                            _wait_o_tile_read(cid)
+                            _tma_store_o(desc_o, o_tiles[cid], o, out_row0 + m0 + cid * BM_SPLIT,
+                                         h * HEAD_DIM)
 
                     # store O and LSE rows < qlen only (rows past it belong to the next sequence)
                     row_ok = rows < qlen
                     out_rows = (out_row0 + rows).to(tl.int64)
-                    if not tma_o:
-                        offs_d = tl.arange(0, HEAD_DIM)
-                        o_ptrs = (out_ptr + out_rows[:, None] * (H * HEAD_DIM) + h * HEAD_DIM
-                                  + offs_d[None, :])
-                        tl.store(o_ptrs, o, mask=row_ok[:, None])
+                    if not O_TMA_ONLY:
+                        if not tma_o:
+                            offs_d = tl.arange(0, HEAD_DIM)
+                            o_ptrs = (out_ptr + out_rows[:, None] * (H * HEAD_DIM) + h * HEAD_DIM
+                                      + offs_d[None, :])
+                            tl.store(o_ptrs, o, mask=row_ok[:, None])
                     tl.store(lse_ptr + h.to(tl.int64) * total_out + out_rows, lse, mask=row_ok)
                 valid, b, h, mb = n_valid, n_b, n_h, n_mb
                 q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen

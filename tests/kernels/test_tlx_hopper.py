@@ -427,7 +427,9 @@ def o_store_cases() -> list[Case]:
     # odd lengths (slices straddling qlen take tl.store), empty and length-1 sequences, GQA, masks;
     # broadcast Q (its own staging tiles, each reused for every batch element of a CTA: grids of
     # 2-3 reuse them dozens of times): 2 and 3 groups, q_len 100 (the second group's slice
-    # straddles it), D=64 (128-key blocks), short and empty key sequences, GQA, fp16
+    # straddles it) and multiples of 64 (every slice by TMA, zeros of empty key sequences too; at
+    # q_len 64 the second group has no rows), D=64 (128-key blocks), short and empty key
+    # sequences, GQA, fp16
     return [Case("self", 40, 300, 300, 4, 2, 128, "bf16", True), Case("cross", 40, 200, 333, 4, 2, 64),
             Case("self", 30, 256, 256, 2, 2, 128, "fp16", lens="full"),
             Case("cross", 30, 100, 100, 2, 2, 128, "bf16", False, 37, lens="one"),
@@ -436,7 +438,8 @@ def o_store_cases() -> list[Case]:
             Case("bcast", 80, 100, 130, 2, 2, 128, "fp16"),
             Case("bcast", 60, 128, 300, 2, 2, 64, "bf16", True, grid=3),
             Case("bcast", 90, 128, 100, 4, 2, 128, "bf16", lens="empty_kv", grid=3),
-            Case("bcast", 90, 192, 100, 3, 3, 64, "bf16", lens="one")]
+            Case("bcast", 90, 192, 100, 3, 3, 64, "bf16", lens="one"),
+            Case("bcast", 70, 64, 150, 2, 2, 128, "bf16", grid=3)]  # the second group stores nothing
 
 
 def grid_cases() -> list[Case]:
