@@ -29,10 +29,6 @@ from kernels.tlx_launch import launch
 SUPPORTED_HEAD_DIMS = (64, 128)
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
 
-# broadcast Q whose key sequences average at most this many keys keeps O's tl.store
-# (`fwd_config`'s short_keys): PMA fill 0.1 (~100 keys) is short, fill 0.5 (~510) is not
-PMA_SHORT_KEYS = 256
-
 # Tests force a persistent grid size here (determinism for any number of CTAs); None = #SMs.
 GRID_OVERRIDE: int | None = None
 # Tests set this to fill outputs with NaN before the kernels run, so an unwritten row shows.
@@ -138,26 +134,26 @@ class FwdConfig:
 
 
 @functools.lru_cache(maxsize=256)  # a frozen dataclass per call shape: no rebuild per call
-def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 1,
-               short_keys: bool = False) -> FwdConfig:
+def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 1) -> FwdConfig:
     """Tile shape for a call. q_len is the broadcast Q length (ignored otherwise); tile_window as
-    `tile_window_for` chose it; short_keys: broadcast Q over key sequences of at most
-    PMA_SHORT_KEYS on average (`call_short_keys`).
+    `tile_window_for` chose it.
 
     A 3-warpgroup tile (192 rows) fits PMA's q_len=192 exactly instead of wasting 64 of 256 rows;
     three consumers leave ~160 registers each, so it runs with 64-key blocks. Broadcast Q at D=128
-    stores O by TMA from a staging tile per group unless its key sequences are short (run 23, H200,
-    ABBA in one process: forward -2.3 to -3.5 % at PMA fill 0.5 / 0.9, q128 with four K/V stages
-    against five without it; at fill 0.1 +23 % on q128, +3.6 % on q192).
+    stores O by TMA from a staging tile per group (run 23, H200, ABBA in one process: forward -2.3
+    to -3.5 % at PMA fill 0.5 / 0.9). With q_len a multiple of 64 every slice does, the masked
+    tl.store of O is not compiled, and the 16 KB of shared memory its relayout held go to one
+    more K/V stage (run 24).
     """
-    o_by_tma = broadcast_q and head_dim > 64 and not short_keys
+    o_by_tma = broadcast_q and head_dim > 64
+    extra_stage = int(o_by_tma and q_len % 64 == 0)
     if broadcast_q and 128 < q_len <= 192:
-        return FwdConfig(num_groups=3, block_n=64, num_buf_q=1, num_buf_kv=3, consumer_regs=160,
-                         tile_window=tile_window, tma_store_o=o_by_tma)
+        return FwdConfig(num_groups=3, block_n=64, num_buf_q=1, num_buf_kv=3 + extra_stage,
+                         consumer_regs=160, tile_window=tile_window, tma_store_o=o_by_tma)
     if broadcast_q and head_dim > 64:
         # PMA is memory-bound: 64-key stages keep more K/V bytes in flight than 128-key ones (run
-        # 11: five beat four by 4.6 % at fill 0.9); the O staging tiles take the fifth's place
-        return FwdConfig(num_groups=2, block_n=64, num_buf_q=1, num_buf_kv=4 if o_by_tma else 5,
+        # 11: five beat four by 4.6 % at fill 0.9)
+        return FwdConfig(num_groups=2, block_n=64, num_buf_q=1, num_buf_kv=4 + extra_stage,
                          consumer_regs=232, tile_window=tile_window, late_p_cast=True,
                          tma_store_o=o_by_tma)
     if broadcast_q:
@@ -168,12 +164,6 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 
     return FwdConfig(num_groups=2, block_n=128, num_buf_q=2, num_buf_kv=3 if head_dim <= 64 else 2,
                      consumer_regs=232, tma_store_o=True, skip_idle_groups=True,
                      tile_window=tile_window)
-
-
-def call_short_keys(key: torch.Tensor, key_offset: torch.Tensor, params) -> bool:
-    """`fwd_config`'s short_keys for a call: broadcast Q whose key sequences average at most
-    PMA_SHORT_KEYS (from the packed key count: no device sync)."""
-    return bool(params.broadcast_q) and key.shape[0] <= PMA_SHORT_KEYS * (key_offset.numel() - 1)
 
 
 def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
@@ -260,8 +250,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         out.zero_()
         lse.fill_(float("-inf"))
         return out, lse
-    cfg = config or fwd_config(d, broadcast, q_len, call_tile_window(key, params),
-                               call_short_keys(key, key_offset, params))
+    cfg = config or fwd_config(d, broadcast, q_len, call_tile_window(key, params))
     _check_config(cfg)
     if cfg.tma_store_o and not broadcast and cfg.num_buf_q < 2:
         raise ValueError("tlx FwdConfig: tma_store_o with self/cross attention needs num_buf_q >= 2: "

@@ -20,9 +20,9 @@ Epilogue (TMA_STORE_O): a group whose 64 rows all lie inside the sequence writes
 a TMA store. Self/cross attention stage it in the group's own Q tile (free after the tile's last
 QK^T); the Q slot goes back to the producer only after the next tile's first QK^T, once the store
 has read it. Broadcast Q stays resident across tiles, so each group stages O in a tile of its own,
-reused once the previous tile's store has read it (`fwd_config`: at D=128 unless the key
-sequences are short). A TMA box cannot stop at qlen, so the slice that straddles it, and LSE,
-take a masked tl.store.
+reused once the previous tile's store has read it (`fwd_config`: at D=128). A TMA box cannot
+stop at qlen, so the slice that straddles it, and LSE, take a masked tl.store; broadcast Q with
+q_len a multiple of 64 has no such slice (O_TMA_ONLY: every O slice by TMA, zeros too).
 KV blocks per tile come from `kv_block_range`, shared by every role; the blocks outside
 `kv_unmasked_range` (block 0 included, unless every real row sees all its keys) run the masked
 softmax, the rest without any mask.
