@@ -141,19 +141,21 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 
     A 3-warpgroup tile (192 rows) fits PMA's q_len=192 exactly instead of wasting 64 of 256 rows;
     three consumers leave ~160 registers each, so it runs with 64-key blocks. Broadcast Q at D=128
     stores O by TMA from a staging tile per group (run 23, H200, ABBA in one process: forward -2.3
-    to -3.5 % at PMA fill 0.5 / 0.9). With q_len a multiple of 64 every slice does, the masked
-    tl.store of O is not compiled, and the 16 KB of shared memory its relayout held go to one
-    more K/V stage (run 24).
+    to -3.5 % at PMA fill 0.5 / 0.9; run 24: tl.store instead cost +1.9 to +3.9 % at fill 0.1 /
+    0.5 / 0.9, q128 and q192). With q_len a multiple of 64 every slice does, and the masked tl.store
+    of O is not compiled: the 16 KB of shared memory its relayout held would fit one more K/V
+    stage, which did not pay (run 24: q128 five stages against four +0 to +3.4 % forward, q192 four
+    against three within +-0.5 %).
     """
     o_by_tma = broadcast_q and head_dim > 64
-    extra_stage = int(o_by_tma and q_len % 64 == 0)
     if broadcast_q and 128 < q_len <= 192:
-        return FwdConfig(num_groups=3, block_n=64, num_buf_q=1, num_buf_kv=3 + extra_stage,
-                         consumer_regs=160, tile_window=tile_window, tma_store_o=o_by_tma)
+        return FwdConfig(num_groups=3, block_n=64, num_buf_q=1, num_buf_kv=3, consumer_regs=160,
+                         tile_window=tile_window, tma_store_o=o_by_tma)
     if broadcast_q and head_dim > 64:
         # PMA is memory-bound: 64-key stages keep more K/V bytes in flight than 128-key ones (run
-        # 11: five beat four by 4.6 % at fill 0.9)
-        return FwdConfig(num_groups=2, block_n=64, num_buf_q=1, num_buf_kv=4 + extra_stage,
+        # 11: five beat four by 4.6 % at fill 0.9, with tl.store; the O staging tiles took the
+        # fifth's place in run 23)
+        return FwdConfig(num_groups=2, block_n=64, num_buf_q=1, num_buf_kv=4,
                          consumer_regs=232, tile_window=tile_window, late_p_cast=True,
                          tma_store_o=o_by_tma)
     if broadcast_q:
