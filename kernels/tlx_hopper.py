@@ -142,10 +142,10 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 
     three consumers leave ~160 registers each, so it runs with 64-key blocks. Broadcast Q at D=128
     stores O by TMA from a staging tile per group (run 23, H200, ABBA in one process: forward -2.3
     to -3.5 % at PMA fill 0.5 / 0.9; run 24: tl.store instead cost +1.9 to +3.9 % at fill 0.1 /
-    0.5 / 0.9, q128 and q192). With q_len a multiple of 64 every slice does, and the masked tl.store
-    of O is not compiled: the 16 KB of shared memory its relayout held would fit one more K/V
-    stage, which did not pay (run 24: q128 five stages against four +0 to +3.4 % forward, q192 four
-    against three within +-0.5 %).
+    0.5 / 0.9, q128 and q192). With q_len a multiple of 64 every O slice leaves that way and the
+    masked tl.store of O is not compiled: the 16 KB of shared memory its relayout held would fit
+    one more K/V stage, which did not pay (run 24: q128 five stages against four +0 to +3.4 %
+    forward, q192 four against three within +-0.5 %).
     """
     o_by_tma = broadcast_q and head_dim > 64
     if broadcast_q and 128 < q_len <= 192:
@@ -287,8 +287,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
         TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=cfg.tma_store_o and broadcast and q_len % 64 == 0,
-        num_warps=4,
-        num_stages=1)
+        num_warps=4, num_stages=1)
     return out, lse
 
 

@@ -180,8 +180,8 @@ def jfa_fwd_kernel(
     # each group stages it in a tile of its own, reused once the previous tile's store read it
     O_IN_Q: tl.constexpr = TMA_STORE_O and not BROADCAST_Q
     # O_TMA_ONLY (broadcast Q, q_len a multiple of 64): no slice straddles a sequence end, so every
-    # slice inside one, zeros too, leaves by TMA store and the masked tl.store of O is not compiled:
-    # its relayout took 16 KB of shared memory scratch, room for a fifth K/V stage
+    # slice inside one, zeros too, leaves by TMA store and the masked tl.store of O is not compiled
+    # (its relayout took 16 KB of shared memory scratch, and the q192 build spilled)
     tl.static_assert(not O_TMA_ONLY or (TMA_STORE_O and BROADCAST_Q))
     if TMA_STORE_O and BROADCAST_Q:
         o_tiles = tlx.local_alloc((BM_SPLIT, HEAD_DIM), dtype, NUM_GROUPS)
