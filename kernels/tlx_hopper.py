@@ -168,6 +168,12 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 
                      tile_window=tile_window)
 
 
+def o_by_tma_only(cfg: FwdConfig, broadcast_q: bool, q_len: int) -> bool:
+    """The forward's O_TMA_ONLY: broadcast Q with O by TMA store and q_len a multiple of 64, so no
+    64-row O slice straddles a sequence end and the kernel compiles no tl.store of O."""
+    return bool(cfg.tma_store_o and broadcast_q and q_len % 64 == 0)
+
+
 def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
     """The launchers' checks of a configuration that the kernels would otherwise hang on, misread or
     not fit in shared memory."""
@@ -286,8 +292,8 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         NUM_BUF_KV=cfg.num_buf_kv, CONSUMER_REGS=cfg.consumer_regs, CAUSAL=bool(params.causal),
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
         TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
-        LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=cfg.tma_store_o and broadcast and q_len % 64 == 0,
-        num_warps=4, num_stages=1)
+        LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len), num_warps=4,
+        num_stages=1)
     return out, lse
 
 

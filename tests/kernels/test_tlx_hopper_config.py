@@ -7,7 +7,7 @@ import torch
 
 from kernels.common import JFAParams
 from kernels.tlx_hopper import (BwdConfig, _descriptor, bwd_config, fuses_dq, fwd_config,
-                                tile_window_for, uses_pma_roles)
+                                o_by_tma_only, tile_window_for, uses_pma_roles)
 
 H200_L2 = 50 * 2**20
 
@@ -70,6 +70,17 @@ def test_broadcast_o_by_tma_store_at_d128(head_dim, q_len):
         assert cfg.num_buf_kv == {2: 4, 3: 3}[cfg.num_groups]
     # self/cross attention: O always by TMA store, staged in the Q slot
     assert fwd_config(head_dim, False, 0).tma_store_o
+
+
+@pytest.mark.parametrize("q_len,only", [(1, False), (63, False), (64, True), (100, False), (128, True),
+                                        (150, False), (192, True)])
+def test_o_by_tma_only_where_no_slice_straddles_a_sequence_end(q_len, only):
+    # a 64-row O slice straddling qlen would write the next sequence's rows: such a q_len keeps the
+    # masked tl.store for it; the rule reads the config, so tl.store configs never drop it
+    cfg = fwd_config(128, True, q_len)
+    assert o_by_tma_only(cfg, True, q_len) == only
+    assert not o_by_tma_only(dataclasses.replace(cfg, tma_store_o=False), True, q_len)
+    assert not o_by_tma_only(fwd_config(128, False, 0), False, q_len)  # self/cross stage O in Q
 
 
 @pytest.mark.parametrize("rows,heads,head_dim,block_rows,block_cols,dtype", [
