@@ -298,9 +298,14 @@ def run_shape(sh, do_bwd, tut, graphs=False):
             o.backward(do)
         dov = do[: x["total_out"]].contiguous()
 
-        def tlx_fb():
-            o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
-            tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params)
+        def tlx_fb_with(fwd_cfg=None, bwd_cfg=None):
+            """The tlx forward+backward with these configurations (None: the launcher's choice)."""
+            def fb():
+                o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=fwd_cfg)
+                tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params, config=bwd_cfg)
+            return fb
+
+        tlx_fb = tlx_fb_with()
         put_pair(row, "tlx_fwdbwd_ms", "varlen_fwdbwd_ms",
                  against_baseline(tlx_fb, varlen_fb, [qg, kg, vg]))
         if graphs:
@@ -315,26 +320,13 @@ def run_shape(sh, do_bwd, tut, graphs=False):
             grads_alt = tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params, config=alt_bwd)
             row["ab_bwd_grad_rel"] = max(((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30)).item()
                                          for a, b in zip(grads_alt, grads))
-
-            def tlx_fb_base_bwd():
-                o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
-                tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params, config=base_bwd)
-
-            def tlx_fb_alt_bwd():
-                o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
-                tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params, config=alt_bwd)
-            ab = ab_rounds(bench(tlx_fb_base_bwd), tlx_fb_base_bwd, tlx_fb_alt_bwd)
+            fb_base, fb_alt = tlx_fb_with(bwd_cfg=base_bwd), tlx_fb_with(bwd_cfg=alt_bwd)
+            ab = ab_rounds(bench(fb_base), fb_base, fb_alt)
             row.update(tlx_fwdbwd_abbwd_ms=ab["ab"], tlx_fwdbwd_abbwd_base_ms=ab["base"],
                        tlx_fwdbwd_abbwd_ratio=ab["ratio"])
         if alt is not None:
-            def tlx_fb_base():
-                o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=base)
-                tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params)
-
-            def tlx_fb_alt():
-                o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=alt)
-                tlx_hopper.backward(dov, q, k, v, o, l, q_off, k_off, params)
-            ab = ab_rounds(bench(tlx_fb_base), tlx_fb_base, tlx_fb_alt)
+            fb_base, fb_alt = tlx_fb_with(fwd_cfg=base), tlx_fb_with(fwd_cfg=alt)
+            ab = ab_rounds(bench(fb_base), fb_base, fb_alt)
             row.update(tlx_fwdbwd_ab_ms=ab["ab"], tlx_fwdbwd_ab_base_ms=ab["base"],
                        tlx_fwdbwd_ab_ratio=ab["ratio"])
     if tut is not None and sh["fill"] == 1.0:

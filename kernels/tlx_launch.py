@@ -119,5 +119,3 @@ def launch(fn: JITFunction, grid: tuple[int, ...], *args, **kwargs) -> None:
     grid = tuple(grid) + (1, 1)
     kernel.run(grid[0], grid[1], grid[2], driver.active.get_current_stream(device), kernel.function,
                kernel.packed_metadata, None, None, None, *values)
-
-
