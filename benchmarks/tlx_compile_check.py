@@ -35,7 +35,7 @@ def fwd_variants(overrides: dict | None = None):
     `overrides`, as `--fwd-config` gives them)."""
     import dataclasses
 
-    from kernels.tlx_hopper import fwd_config, o_by_tma_only
+    from kernels.tlx_hopper import fwd_config
 
     for d, dt, causal, window, bcast, q_len in itertools.product(
             (64, 128), ("bf16", "fp16"), (False, True), (False, True), (False, True), (128, 192, 100)):
@@ -48,8 +48,6 @@ def fwd_variants(overrides: dict | None = None):
         cfg = dataclasses.replace(fwd_config(d, bcast, q_len), **(overrides or {}))
         if bcast:  # a self/cross-only field: the launcher refuses it with broadcast_q
             cfg = dataclasses.replace(cfg, skip_idle_groups=False)
-        if not o_by_tma_only(cfg, bcast, q_len):  # the launcher refuses cross_tile there
-            cfg = dataclasses.replace(cfg, cross_tile=False)
         name = (f"fwd d{d} {dt} causal={int(causal)} window={int(window)} bcast={int(bcast)}"
                 f" q{q_len if bcast else '-'} G{cfg.num_groups} BN{cfg.block_n}")
         yield name, cfg, d, dt, causal, window, bcast, q_len if bcast else 0
@@ -72,7 +70,7 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len):
                  CONSUMER_REGS=cfg.consumer_regs, CAUSAL=causal, HAS_WINDOW=window,
                  BROADCAST_Q=bcast, RESIDENT=bcast, TMA_STORE_O=cfg.tma_store_o,
                  SKIP_IDLE_GROUPS=cfg.skip_idle_groups, LATE_P_CAST=cfg.late_p_cast,
-                 O_TMA_ONLY=o_by_tma_only(cfg, bcast, q_len), CROSS_TILE=cfg.cross_tile)
+                 O_TMA_ONLY=o_by_tma_only(cfg, bcast, q_len))
     for k in const:
         sig[k] = "constexpr"
     src = triton.compiler.ASTSource(fn=jfa_fwd_kernel, signature=sig, constexprs=const,

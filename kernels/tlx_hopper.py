@@ -127,11 +127,6 @@ class FwdConfig:
     # -2.6 % at fill 0.9 (3 A/Bs; fill 0.5 0 to -7 %); with BLOCK_N=128 (self/cross) or 3 groups
     # (PMA q192) 52-55 words spill and it lost up to 16 %, so `fwd_config` takes it for the former
     late_p_cast: bool = False
-    # broadcast Q with O by TMA store only (`o_by_tma_only`): a tile's last PV wgmma, normalisation
-    # and O/LSE stores run in the group's next tile with keys, beside its first QK^T and softmax
-    # (FA3's inter-tile overlap), instead of a lone PV wait and epilogue at the end of every tile
-    # (one or two 64-key blocks per tile at PMA fill 0.1); outputs are bit-identical
-    cross_tile: bool = False
 
     @property
     def block_m(self) -> int:
@@ -271,11 +266,6 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
     if broadcast and cfg.skip_idle_groups:
         raise ValueError("tlx FwdConfig: skip_idle_groups needs self/cross attention (not broadcast_q): "
                          "it is only tested and measured there")
-    o_tma_only = o_by_tma_only(cfg, broadcast, q_len)
-    if cfg.cross_tile and not o_tma_only:
-        raise ValueError("tlx FwdConfig: cross_tile needs broadcast_q with O by TMA store only "
-                         "(tma_store_o and q_len a multiple of 64): the deferred epilogue has no "
-                         "tl.store of O")
     max_q = q_len if broadcast else int(params.max_seq_len_q)
     num_mb = max(1, triton_cdiv(max_q, cfg.block_m))
     window = params.window_size
@@ -302,8 +292,8 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         NUM_BUF_KV=cfg.num_buf_kv, CONSUMER_REGS=cfg.consumer_regs, CAUSAL=bool(params.causal),
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
         TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
-        LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_tma_only, CROSS_TILE=cfg.cross_tile,
-        num_warps=4, num_stages=1)
+        LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len), num_warps=4,
+        num_stages=1)
     return out, lse
 
 

@@ -102,28 +102,6 @@ def _tma_store_o(desc_o, o_buf, o, row, col):
 
 
 @triton.jit
-def _normalise(acc, m_i, l_i, dtype: tl.constexpr):
-    """(O in the MMA dtype, LSE) of a finished tile; rows that saw no visible key: O = 0, LSE = -inf."""
-    l_safe = tl.where(l_i == 0.0, 1.0, l_i)
-    o = (acc / l_safe[:, None]).to(dtype)  # cast before the store's relayout
-    lse = tl.where(l_i == 0.0, float("-inf"), (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
-    return o, lse
-
-
-@triton.jit
-def _store_deferred(desc_o, o_buf, lse_ptr, acc, m_i, l_i, out_row0, m0, qlen, h, total_out,
-                    cid: tl.constexpr, HEAD_DIM: tl.constexpr, dtype: tl.constexpr):
-    """CROSS_TILE: the pending tile's O slice (by TMA store, O_TMA_ONLY) and LSE rows."""
-    o, lse = _normalise(acc, m_i, l_i, dtype)
-    if m0 + cid * BLOCK_M_SPLIT < qlen:
-        _wait_o_tile_read(cid)
-        _tma_store_o(desc_o, o_buf, o, out_row0 + m0 + cid * BLOCK_M_SPLIT, h * HEAD_DIM)
-    rows = m0 + cid * BLOCK_M_SPLIT + tl.arange(0, BLOCK_M_SPLIT)
-    tl.store(lse_ptr + h.to(tl.int64) * total_out + (out_row0 + rows).to(tl.int64), lse,
-             mask=rows < qlen)
-
-
-@triton.jit
 def _release_staged_q_slot(q_empties, release, held_o):
     """TMA_STORE_O: give the previous tile's Q slot (release >= 0) back to the producer once the
     TMA store of the O slice staged in it (held_o) has read it."""
@@ -176,7 +154,7 @@ def jfa_fwd_kernel(
     NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
-    LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, CROSS_TILE: tl.constexpr,
+    LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -205,10 +183,6 @@ def jfa_fwd_kernel(
     # slice inside one, zeros too, leaves by TMA store and the masked tl.store of O is not compiled
     # (its relayout took 16 KB of shared memory scratch, and the q192 build spilled)
     tl.static_assert(not O_TMA_ONLY or (TMA_STORE_O and BROADCAST_Q))
-    # CROSS_TILE (needs O_TMA_ONLY: the deferred epilogue stores O by TMA only): a tile's last PV,
-    # normalisation and stores run in the group's next tile with keys, beside that tile's first
-    # QK^T and softmax, instead of as a lone wait and epilogue at every tile's end
-    tl.static_assert(not CROSS_TILE or O_TMA_ONLY)
     if TMA_STORE_O and BROADCAST_Q:
         o_tiles = tlx.local_alloc((BM_SPLIT, HEAD_DIM), dtype, NUM_GROUPS)
     else:
@@ -284,21 +258,6 @@ def jfa_fwd_kernel(
             q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
             n_valid, n_b, n_h, n_mb = tile_at(1, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
                                               ctas_per_pair, tile_window, RESIDENT)
-            if CROSS_TILE:
-                # the pending tile (pend != 0): its accumulator, statistics and probabilities of
-                # its last block, whose PV is not yet issued, and where its O/LSE rows go
-                pend = 0
-                acc = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=tl.float32)
-                m_i = tl.zeros([BM_SPLIT], dtype=tl.float32)
-                l_i = tl.zeros([BM_SPLIT], dtype=tl.float32)
-                if LATE_P_CAST:
-                    p = tl.zeros([BM_SPLIT, BLOCK_N], dtype=tl.float32)
-                else:
-                    p = tl.zeros([BM_SPLIT, BLOCK_N], dtype=dtype)
-                pend_out_row0 = 0
-                pend_m0 = 0
-                pend_qlen = 0
-                pend_h = 0
             for it in range(0, n_iter):
                 nn_valid, nn_b, nn_h, nn_mb = tile_at(it + 2, pid, n_prog, tile_entry, n_tiles, B,
                                                       H, NUM_MB, ctas_per_pair, tile_window,
@@ -351,33 +310,20 @@ def jfa_fwd_kernel(
                                 tlx.barrier_arrive(v_empties[kv_idx], 1)
                                 cnt_kv += 1
                         else:
-                            if CROSS_TILE:
-                                pend_m, pend_l = m_i, l_i
-                            else:
-                                acc = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=tl.float32)
                             m_i = tl.zeros([BM_SPLIT], dtype=tl.float32) - float("inf")
                             l_i = tl.zeros([BM_SPLIT], dtype=tl.float32)
+                            acc = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=tl.float32)
                             first_full, a, c = kv_unmasked_range(
                                 m0, qlen, klen, window, lo, nblk, CAUSAL, HAS_WINDOW, BLOCK_M,
                                 BLOCK_N)
 
-                            # prologue: QK^T of block 0; CROSS_TILE: beside the pending tile's
-                            # last PV (its V slot is still held)
+                            # prologue: QK^T of block 0, no PV yet
                             k_idx, k_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
                             tlx.barrier_wait(k_fulls[k_idx], k_phase)
                             _pingpong_enter(cid, NUM_GROUPS)
                             qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
                             _pingpong_leave(cid, NUM_GROUPS)
-                            if CROSS_TILE:
-                                # no branch around the wgmmas (TLX's fixup rejects a wait in one):
-                                # with no tile pending yet, p = 0 times this block's V adds 0
-                                v_idx, v_phase = _bufidx_phase(cnt_kv - (pend != 0).to(tl.int32),
-                                                               NUM_BUF_KV)
-                                tlx.barrier_wait(v_fulls[v_idx], v_phase)
-                                acc = tlx.async_dot(p.to(dtype), v_tiles[v_idx], acc)
-                                qk = tlx.async_dot_wait(1, qk)
-                            else:
-                                qk = tlx.async_dot_wait(0, qk)
+                            qk = tlx.async_dot_wait(0, qk)
                             tlx.barrier_arrive(k_empties[k_idx], 1)
                             # a runtime branch: the mask costs ~100 instructions per consumer and
                             # tile (sm_90 SASS), the per-tile code where ours outgrew the tutorial's
@@ -390,14 +336,6 @@ def jfa_fwd_kernel(
                                     qk, m_i, l_i, qk_scale, rows, lo, klen, window, CAUSAL,
                                     HAS_WINDOW, True, BLOCK_N)
                             p = p_f32 if LATE_P_CAST else p_f32.to(dtype)
-                            if CROSS_TILE:
-                                acc = tlx.async_dot_wait(0, acc)
-                                if pend != 0:  # finish the pending tile while this one goes on
-                                    tlx.barrier_arrive(v_empties[v_idx], 1)
-                                    _store_deferred(desc_o, o_tiles[cid], lse_ptr, acc, pend_m,
-                                                    pend_l, pend_out_row0, pend_m0, pend_qlen,
-                                                    pend_h, total_out, cid, HEAD_DIM, dtype)
-                                acc = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=tl.float32)
                             cnt_kv += 1
                             if O_IN_Q:
                                 _release_staged_q_slot(q_empties, release, held_o)
@@ -421,54 +359,41 @@ def jfa_fwd_kernel(
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                     qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
                                     BLOCK_N, LATE_P_CAST, dtype)
-                            if CROSS_TILE:  # the last PV and the stores wait for the next tile
-                                pend = 1
-                                pend_out_row0, pend_m0, pend_qlen, pend_h = out_row0, m0, qlen, h
-                            else:
-                                # epilogue: PV of the last block
-                                v_idx, v_phase = _bufidx_phase(cnt_kv - 1, NUM_BUF_KV)
-                                tlx.barrier_wait(v_fulls[v_idx], v_phase)
-                                acc = tlx.async_dot(p.to(dtype), v_tiles[v_idx], acc)
-                                acc = tlx.async_dot_wait(0, acc)
-                                tlx.barrier_arrive(v_empties[v_idx], 1)
-                                o, lse = _normalise(acc, m_i, l_i, dtype)
+                            # epilogue: PV of the last block
+                            v_idx, v_phase = _bufidx_phase(cnt_kv - 1, NUM_BUF_KV)
+                            tlx.barrier_wait(v_fulls[v_idx], v_phase)
+                            acc = tlx.async_dot(p.to(dtype), v_tiles[v_idx], acc)
+                            acc = tlx.async_dot_wait(0, acc)
+                            tlx.barrier_arrive(v_empties[v_idx], 1)
+                            # normalise; rows that saw no visible key keep O = 0, LSE = -inf
+                            l_safe = tl.where(l_i == 0.0, 1.0, l_i)
+                            o = (acc / l_safe[:, None]).to(dtype)  # cast before the store's relayout
+                            lse = tl.where(l_i == 0.0, float("-inf"),
+                                           (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
                             if O_IN_Q:
                                 if tma_o:  # stage O in the Q tile: its last QK^T was waited on
                                     tlx.fence("async_shared")
                                     _tma_store_o(desc_o, q_buf, o, out_row0 + m0 + cid * BM_SPLIT,
                                                  h * HEAD_DIM)
                                     held_o = 1
-                    deferred = False  # CROSS_TILE: stored by `_store_deferred` later
-                    if CROSS_TILE:
-                        deferred = nblk > 0
-                    if not deferred:
-                        if TMA_STORE_O and BROADCAST_Q:
-                            if tma_o:  # in the group's O tile, once its previous store read it
-                                _wait_o_tile_read(cid)
-                                _tma_store_o(desc_o, o_tiles[cid], o,
-                                             out_row0 + m0 + cid * BM_SPLIT, h * HEAD_DIM)
-                        # store O and LSE rows < qlen only (rows past it belong to the next
-                        # sequence)
-                        row_ok = rows < qlen
-                        out_rows = (out_row0 + rows).to(tl.int64)
-                        if not O_TMA_ONLY:
-                            if not tma_o:
-                                offs_d = tl.arange(0, HEAD_DIM)
-                                o_ptrs = (out_ptr + out_rows[:, None] * (H * HEAD_DIM)
-                                          + h * HEAD_DIM + offs_d[None, :])
-                                tl.store(o_ptrs, o, mask=row_ok[:, None])
-                        tl.store(lse_ptr + h.to(tl.int64) * total_out + out_rows, lse, mask=row_ok)
+                    if TMA_STORE_O and BROADCAST_Q:
+                        if tma_o:  # in the group's O tile, once its previous store read it
+                            _wait_o_tile_read(cid)
+                            _tma_store_o(desc_o, o_tiles[cid], o, out_row0 + m0 + cid * BM_SPLIT,
+                                         h * HEAD_DIM)
+
+                    # store O and LSE rows < qlen only (rows past it belong to the next sequence)
+                    row_ok = rows < qlen
+                    out_rows = (out_row0 + rows).to(tl.int64)
+                    if not O_TMA_ONLY:
+                        if not tma_o:
+                            offs_d = tl.arange(0, HEAD_DIM)
+                            o_ptrs = (out_ptr + out_rows[:, None] * (H * HEAD_DIM) + h * HEAD_DIM
+                                      + offs_d[None, :])
+                            tl.store(o_ptrs, o, mask=row_ok[:, None])
+                    tl.store(lse_ptr + h.to(tl.int64) * total_out + out_rows, lse, mask=row_ok)
                 valid, b, h, mb = n_valid, n_b, n_h, n_mb
                 q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
                 n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb
-            if CROSS_TILE:
-                if pend != 0:  # the last tile with keys: its last PV and stores
-                    v_idx, v_phase = _bufidx_phase(cnt_kv - 1, NUM_BUF_KV)
-                    tlx.barrier_wait(v_fulls[v_idx], v_phase)
-                    acc = tlx.async_dot(p.to(dtype), v_tiles[v_idx], acc)
-                    acc = tlx.async_dot_wait(0, acc)
-                    tlx.barrier_arrive(v_empties[v_idx], 1)
-                    _store_deferred(desc_o, o_tiles[cid], lse_ptr, acc, m_i, l_i, pend_out_row0,
-                                    pend_m0, pend_qlen, pend_h, total_out, cid, HEAD_DIM, dtype)
             if TMA_STORE_O:
                 tlx.async_descriptor_store_wait(0)  # the last O stores finish before the CTA exits

@@ -322,54 +322,6 @@ def check_o_store_paths(case: Case, seed: int = 0) -> dict:
     return {"case": case.name, "pass": "ostore", "ok": not errs, "errors": errs}
 
 
-def check_cross_tile(case: Case, seed: int = 0) -> dict:
-    """FwdConfig.cross_tile (a tile's last PV, normalisation and stores run in the group's next tile
-    with keys) against the default forward on the case's grid, bit for bit: the same arithmetic in
-    the same order. Both run with poisoned outputs, so a slice or LSE row the deferred epilogue
-    never stored shows as NaN."""
-    from kernels import tlx_hopper
-
-    q, k, v, q_off, k_off, _, _ = make_inputs(case, seed)
-    params = _params(case, 1.0 / math.sqrt(case.d))
-    cfg = tlx_hopper.fwd_config(case.d, True, case.max_q, tlx_hopper.call_tile_window(k, params))
-    tlx_hopper.POISON_OUTPUTS = True
-    tlx_hopper.GRID_OVERRIDE = case.grid
-    try:
-        outs = [tlx_hopper.forward(q, k, v, q_off, k_off, params,
-                                   config=dataclasses.replace(cfg, cross_tile=cross))
-                for cross in (False, True)]
-        torch.cuda.synchronize()
-    finally:
-        tlx_hopper.GRID_OVERRIDE = None
-    (o_def, lse_def), (o_x, lse_x) = outs
-    errs = []
-    if torch.isnan(o_x).any() or torch.isnan(lse_x).any():
-        errs.append(f"NaN/unwritten with cross_tile: out {int(torch.isnan(o_x).any(-1).any(-1).sum())} "
-                    f"rows, lse {int(torch.isnan(lse_x).sum())}")
-    if not (torch.equal(o_def, o_x) and torch.equal(lse_def, lse_x)):
-        errs.append(f"cross_tile differs from the default: out max abs "
-                    f"{(o_def.float() - o_x.float()).nan_to_num(1e9).abs().max().item():.3e}")
-    return {"case": case.name, "pass": "cross", "ok": not errs, "errors": errs}
-
-
-def cross_tile_cases() -> list[Case]:
-    """Broadcast Q at D=128 with q_len a multiple of 64 (cross_tile's domain): q_len 128 / 192 / 64
-    (the second group has no rows), grids resident (one Q per CTA, dozens of tiles each) and not
-    (grid below the heads: Q changes while a tile is pending), empty key sequences between tiles
-    (their zero slices stored while another tile is pending), length-1 and exactly-one-block
-    sequences (every tile a single block: pending from one tile to the next), GQA, causal and
-    window masks, fp16, and the default grid."""
-    return [Case("bcast", 120, 128, 200, 2, 2, 128, "bf16", grid=3),
-            Case("bcast", 100, 192, 150, 3, 3, 128, "bf16", grid=2),
-            Case("bcast", 90, 128, 100, 4, 2, 128, "bf16", lens="empty_kv", grid=3),
-            Case("bcast", 70, 64, 150, 2, 2, 128, "bf16", grid=3),
-            Case("bcast", 80, 128, 300, 2, 2, 128, "fp16", True, grid=5),
-            Case("bcast", 60, 192, 200, 3, 3, 128, "bf16", False, 37, grid=4),
-            Case("bcast", 50, 128, 64, 2, 2, 128, "bf16", lens="one", grid=2),
-            Case("bcast", 40, 192, 64, 3, 3, 128, "bf16", lens="full", grid=1),
-            Case("bcast", 300, 128, 1000, 2, 2, 128, "bf16")]
-
-
 def fwd_cases() -> list[Case]:
     C = []
     for d in (64, 128):
@@ -527,29 +479,6 @@ def test_forward_any_grid_size(case):
 def test_forward_o_store_paths_agree(case):
     res = check_o_store_paths(case, seed=zlib.crc32(case.name.encode()))
     assert res["ok"], res
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", cross_tile_cases(), ids=lambda c: c.name)
-def test_forward_cross_tile_changes_no_value(case):
-    res = check_cross_tile(case, seed=zlib.crc32(case.name.encode()))
-    assert res["ok"], res
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("case", [Case("self", 4, 64, 64), Case("bcast", 4, 100, 64),
-                                  Case("bcast", 4, 128, 64, d=64)], ids=lambda c: c.name)
-def test_cross_tile_rule(case):
-    """cross_tile only where O leaves by TMA store alone (`o_by_tma_only`)."""
-    from kernels import tlx_hopper
-
-    q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
-    bcast = case.mode == "bcast"
-    cfg = dataclasses.replace(tlx_hopper.fwd_config(case.d, bcast, case.max_q if bcast else 0),
-                              cross_tile=True)
-    with pytest.raises(ValueError, match=r"cross_tile needs broadcast_q with O by TMA store only"):
-        tlx_hopper.forward(q, k, v, q_off, k_off, _params(case, 0.1), config=cfg)
 
 
 @pytest.mark.gpu
@@ -728,7 +657,7 @@ def _main():
     ap.add_argument("--shard", default="0/1")
     ap.add_argument("--out", default=None)
     ap.add_argument("--passes",
-                    default=",".join(["fwd", "grid", "ostore", "cross", "bwd", *BWD_SWITCHES, "bwd-det"]))
+                    default=",".join(["fwd", "grid", "ostore", "bwd", *BWD_SWITCHES, "bwd-det"]))
     ap.add_argument("--filter", default="", help="comma-separated substrings of case names")
     ap.add_argument("--fwd-config", default="", metavar="FIELD=VALUE[,...]",
                     help="FwdConfig fields changed in every forward (a benchmark A/B's candidate)")
@@ -742,7 +671,6 @@ def _main():
     passes = args.passes.split(",")
     jobs = ([("fwd", c) for c in fwd_cases()] + [("grid", c) for c in grid_cases()]
             + [("ostore", c) for c in o_store_cases()]
-            + [("cross", c) for c in cross_tile_cases()]
             + [("bwd", c) for c in bwd_cases() + pma_roles_cases()]
             + [(name, c) for name, (_, cases) in BWD_SWITCHES.items() for c in cases()]
             + [("bwd-det", c) for c in bwd_det_cases()])
@@ -766,7 +694,6 @@ def _main():
                     res = {"fwd": lambda: check_forward(case, seed),
                            "grid": lambda: check_grid_determinism(case),
                            "ostore": lambda: check_o_store_paths(case, seed),
-                           "cross": lambda: check_cross_tile(case, seed),
                            "bwd": lambda: check_backward(case, seed),
                            "bwd-det": lambda: check_bwd_determinism(case)}[kind]()
             except Exception as exc:  # record and go on with the next case
