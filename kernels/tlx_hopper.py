@@ -182,6 +182,10 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
                          f"blocks), got {cfg.tile_window!r}")
     if not isinstance(cfg, BwdConfig):
         return
+    if cfg.pma_fold_delta and cfg.pma_buf_kv < 3:
+        # a tile's K slot stays held until the next tile's dQ wgmma read it, and a batch element's
+        # O rows take a slot before its first tile: with two, that tile waits for the held slot
+        raise ValueError(f"tlx BwdConfig: pma_fold_delta needs pma_buf_kv >= 3, got {cfg.pma_buf_kv}")
     if head_dim == 128 and cfg.fused_dq and cfg.dkdv_buf_q != 2:
         # one slot: a step's Q/dO slot is released only in the next step (after its dQ reduce-add
         # read it), a hang; three: 213,352 B + 32 KB does not fit in shared memory
@@ -339,6 +343,11 @@ class BwdConfig:
     # dK/dV, and ptxas then serialises every wgmma)
     pma_score_regs: int = 160
     pma_grad_regs: int = 168
+    # the split-role pass computes delta = rowsum(dO * O) itself instead of a preprocess kernel: the
+    # producer loads each batch element's O rows through the K/V ring (one extra ring turn per
+    # element), each score warpgroup sums its step's rows against the dO tile it holds anyway. The
+    # preprocess reads O and dO (B * q_len rows each) whatever the keys: ~0.05 ms at PMA q128
+    pma_fold_delta: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -390,7 +399,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     if reason is not None:
         raise ValueError(f"tlx backend: {reason}")
     query, key, value = _tma_ready(query), _tma_ready(key), _tma_ready(value)
-    grad_out, out = _tma_ready(grad_out), out.contiguous()
+    grad_out, out = _tma_ready(grad_out), _tma_ready(out)
     B = key_offset.numel() - 1
     hq, d = query.shape[1], query.shape[2]
     hkv = key.shape[1]
@@ -519,10 +528,13 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
     B = key_offset.numel() - 1
     q_len, hq, d = query.shape
     total_out = B * q_len
-    delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
-    launch(_jfa_bwd_preprocess_kernel, (triton_cdiv(total_out, 64), hq),
-        out, grad_out, delta, delta, total_out, hq, HEAD_DIM=d, BLOCK_R=64, ZERO_DQ=False,
-        num_warps=4)
+    if cfg.pma_fold_delta:
+        delta = lse  # not read: the pass sums delta itself
+    else:
+        delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
+        launch(_jfa_bwd_preprocess_kernel, (triton_cdiv(total_out, 64), hq),
+            out, grad_out, delta, delta, total_out, hq, HEAD_DIM=d, BLOCK_R=64, ZERO_DQ=False,
+            num_warps=4)
     # the forward's resident schedule for one q-block: batch elements heaviest first per head
     entries, n_entries = cached_schedule(None, key_offset, B, q_len, 1, None, False, True,
                                          PMA_Q_BLOCK, 64)
@@ -537,9 +549,9 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
     launch(jfa_bwd_pma_kernel, (n_prog,),
         _descriptor(query, q_len, 64), _descriptor(grad_out, total_out, 64),
         _descriptor(key, key.shape[0], 64), _descriptor(value, value.shape[0], 64),
-        _descriptor(part, part.shape[0], 64), dk, dv, lse, delta, key_offset, entries, n_entries,
-        scale, B, hq, q_len, total_out, HEAD_DIM=d, NUM_BUF_KV=cfg.pma_buf_kv,
-        NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs, GRAD_REGS=cfg.pma_grad_regs,
-        num_warps=4, num_stages=1)
+        _descriptor(part, part.shape[0], 64), _descriptor(out, total_out, 64), dk, dv, lse, delta,
+        key_offset, entries, n_entries, scale, B, hq, q_len, total_out, HEAD_DIM=d,
+        NUM_BUF_KV=cfg.pma_buf_kv, NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs,
+        GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta, num_warps=4, num_stages=1)
     _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, PMA_Q_BLOCK, hq)
     return dq, dk, dv

@@ -72,15 +72,20 @@ def _jfa_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, dq_acc_ptr, total_out, 
 
 
 @triton.jit
+def _row_lse2(lse_ptr, h, total_out, out_row0, pos, qlen):
+    """LSE in base 2 with +inf where P must be 0, for query positions `pos` (positions past qlen
+    load LSE -inf: +inf too)."""
+    lse = tl.load(lse_ptr + h.to(tl.int64) * total_out + out_row0 + pos, mask=pos < qlen,
+                  other=float("-inf"))
+    return tl.where(lse != float("-inf"), lse * LOG2E, float("inf"))
+
+
+@triton.jit
 def _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0, pos, qlen):
-    """(LSE in base 2 with +inf where P must be 0, delta) for query positions `pos` (positions
-    past qlen load LSE -inf: +inf too)."""
-    ok = pos < qlen
-    offs = h.to(tl.int64) * total_out + out_row0 + pos
-    lse = tl.load(lse_ptr + offs, mask=ok, other=float("-inf"))
-    lse2 = tl.where(lse != float("-inf"), lse * LOG2E, float("inf"))
-    delta = tl.load(delta_ptr + offs, mask=ok, other=0.0)
-    return lse2, delta
+    """(`_row_lse2`, delta) for query positions `pos`."""
+    delta = tl.load(delta_ptr + h.to(tl.int64) * total_out + out_row0 + pos, mask=pos < qlen,
+                    other=0.0)
+    return _row_lse2(lse_ptr, h, total_out, out_row0, pos, qlen), delta
 
 
 @triton.jit

@@ -8,8 +8,12 @@ element the dO rows and row statistics load once; per KV tile only K and V load.
 
 Warp roles (a tile = 64 keys; a step = 64 query rows; 64 < q_len <= 128: two steps):
 - producer (default warpgroup): the Q tiles once, per batch element its dO tiles and the steps'
-  statistics (LSE in base 2, +inf where P must be 0, and delta), per tile the K/V tiles.
-- score warpgroups (one per step, `replicate=2`): S^T = K Q_s^T and dP^T = V dO_s^T,
+  statistics (LSE in base 2, +inf where P must be 0, and delta), per tile the K/V tiles. With
+  FOLD_DELTA (`BwdConfig.pma_fold_delta`) no delta: the element's O rows instead, through the K/V
+  ring ahead of its first tile (step 0's rows as the slot's K tile, step 1's as its V tile).
+- score warpgroups (one per step, `replicate=2`): FOLD_DELTA: per batch element first
+  delta = rowsum(O_s * dO_s) of the step's rows into its statistics slot. Per tile
+  S^T = K Q_s^T and dP^T = V dO_s^T,
   P^T = exp2(S^T*scale*log2e - LSE), dS^T = P^T (dP^T - delta); both go to shared memory for
   the gradient warpgroup, and dQ_s += dS_s K (the dS^T tile read transposed) accumulates in
   registers over every tile of the launch (a tile's dQ wgmma is issued in the next tile, after
@@ -35,7 +39,7 @@ import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
 
-from kernels.tlx_hopper_bwd import _dkdv_probs, _row_stats
+from kernels.tlx_hopper_bwd import _dkdv_probs, _row_lse2, _row_stats
 from kernels.tlx_hopper_fwd import _bufidx_phase
 from kernels.tlx_schedule import n_iterations, seq_bounds, tile_at
 
@@ -77,10 +81,11 @@ def _scores_p(st, lse2, kv_pos, klen, qk_scale, BLOCK: tl.constexpr):
 def jfa_bwd_pma_kernel(
     desc_q, desc_do, desc_k, desc_v,   # TMA, boxes [64, D]: q [q_len, H*D], do [B*q_len, H*D], k/v [total_kv, H*D]
     desc_part,                         # TMA store, box [64, D]: fp32 dQ partials [n_prog * 128, D]
+    desc_o,                            # TMA, box [64, D]: o [B*q_len, H*D] (FOLD_DELTA)
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, k_off, tile_entry, n_entries, sm_scale, B, H, q_len,
     total_out,
     HEAD_DIM: tl.constexpr, NUM_BUF_KV: tl.constexpr, NUM_BUF_PS: tl.constexpr,
-    SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr,
+    SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr, FOLD_DELTA: tl.constexpr,
 ):
     BLOCK: tl.constexpr = 64           # keys per tile = query rows per step
     NSTEPS: tl.constexpr = 2
@@ -137,12 +142,25 @@ def jfa_bwd_pma_kernel(
                         tlx.async_descriptor_load(desc_do, do_tiles[slot_b * NSTEPS + s],
                                                   [out_row0 + s * BLOCK, h * HEAD_DIM],
                                                   do_fulls[slot_b])
-                        lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
-                                                 s * BLOCK + tl.arange(0, BLOCK), qlen)
+                        pos = s * BLOCK + tl.arange(0, BLOCK)
+                        if FOLD_DELTA:  # the score warpgroups store delta
+                            lse2 = _row_lse2(lse_ptr, h, total_out, out_row0, pos, qlen)
+                        else:
+                            lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
+                                                     pos, qlen)
+                            tlx.local_store(step_stats[2 * (slot_b * NSTEPS + s) + 1], delta)
                         tlx.local_store(step_stats[2 * (slot_b * NSTEPS + s)], lse2)
-                        tlx.local_store(step_stats[2 * (slot_b * NSTEPS + s) + 1], delta)
                     tlx.barrier_arrive(do_fulls[slot_b], 1)
                     cnt_b += 1
+                    if FOLD_DELTA:  # the element's O rows in one K/V slot: step 0's as K, 1's as V
+                        slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
+                        tlx.barrier_wait(kv_empties[slot], phase ^ 1)
+                        tlx.barrier_expect_bytes(kv_fulls[slot], 2 * TILE_BYTES)
+                        tlx.async_descriptor_load(desc_o, k_tiles[slot], [out_row0, h * HEAD_DIM],
+                                                  kv_fulls[slot])
+                        tlx.async_descriptor_load(desc_o, v_tiles[slot],
+                                                  [out_row0 + BLOCK, h * HEAD_DIM], kv_fulls[slot])
+                        cnt_kv += 1
                     for j in range(0, (klen + BLOCK - 1) // BLOCK):
                         slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
                         tlx.barrier_wait(kv_empties[slot], phase ^ 1)
@@ -179,6 +197,17 @@ def jfa_bwd_pma_kernel(
                     tlx.barrier_wait(do_fulls[slot_b], phase_b)
                     do_s = do_tiles[slot_b * NSTEPS + s]
                     stats = 2 * (slot_b * NSTEPS + s)
+                    if FOLD_DELTA:  # delta of the step's rows from its O rows (in the K/V ring)
+                        slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
+                        tlx.barrier_wait(kv_fulls[slot], phase)
+                        if s == 0:
+                            o_s = tlx.local_load(k_tiles[slot])
+                        else:
+                            o_s = tlx.local_load(v_tiles[slot])
+                        delta = tl.sum(o_s.to(tl.float32) * tlx.local_load(do_s).to(tl.float32), 1)
+                        tlx.local_store(step_stats[stats + 1], delta)
+                        tlx.barrier_arrive(kv_empties[slot], 1)
+                        cnt_kv += 1
                     for j in range(0, (klen + BLOCK - 1) // BLOCK):
                         slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
                         tlx.barrier_wait(kv_fulls[slot], phase)

@@ -397,6 +397,8 @@ BWD_SWITCHES = {
                                                         if c.d == 128 and c.mode == "bcast"]),
     # its other ring split (two K/V slots, two P^T/dS^T slots: the same shared memory)
     "bwd-pma-kv2": ({"pma_buf_kv": 2, "pma_buf_ps": 2}, lambda: pma_roles_cases()),
+    # the split-role pass summing delta itself from O rows sent through its K/V ring
+    "bwd-pma-fold-delta": ({"pma_fold_delta": True}, lambda: pma_roles_cases()),
 }
 
 
@@ -636,16 +638,18 @@ def test_backward_deterministic(case):
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("fold_delta", [False, True], ids=["preprocess", "fold-delta"])
 @pytest.mark.parametrize("case", pma_roles_cases()[:3], ids=lambda c: c.name)
-def test_pma_roles_backward_is_deterministic(case):
+def test_pma_roles_backward_is_deterministic(case, fold_delta):
     """The split-role pass: dQ (per-CTA partials summed in CTA order), dK and dV bitwise equal run
     to run; dK/dV also for other grid sizes (their rows have one writer whatever the grid)."""
     from kernels import tlx_hopper
 
-    assert tlx_hopper.uses_pma_roles(tlx_hopper_config(case), case.d, True, case.max_q, case.hq,
-                                     case.hkv, case.causal, case.window, case.hq)
+    config = dataclasses.replace(tlx_hopper_config(case), pma_fold_delta=fold_delta)
+    assert tlx_hopper.uses_pma_roles(config, case.d, True, case.max_q, case.hq, case.hkv,
+                                     case.causal, case.window, case.hq)
     # grids of at least one CTA per head (fewer: routed to the default pass)
-    res = check_bwd_determinism(case, grids=(case.hq, 2 * case.hq + 1), config=tlx_hopper_config(case))
+    res = check_bwd_determinism(case, grids=(case.hq, 2 * case.hq + 1), config=config)
     assert res["ok"], res
 
 

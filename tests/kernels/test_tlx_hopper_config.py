@@ -127,6 +127,16 @@ def test_fused_dq_at_d128_needs_a_two_slot_q_ring(slots):
         _check_config(BwdConfig(fused_dq=True, dkdv_buf_q=slots), 128)
 
 
+@pytest.mark.parametrize("slots", [1, 2])
+def test_fold_delta_needs_a_third_kv_slot(slots):
+    from kernels.tlx_hopper import _check_config
+
+    _check_config(BwdConfig(pma_fold_delta=True, pma_buf_kv=3), 128)
+    _check_config(BwdConfig(pma_fold_delta=False, pma_buf_kv=slots), 128)
+    with pytest.raises(ValueError, match=rf"pma_fold_delta needs pma_buf_kv >= 3, got {slots}"):
+        _check_config(BwdConfig(pma_fold_delta=True, pma_buf_kv=slots), 128)
+
+
 @pytest.mark.parametrize("broadcast_q,q_len", [(False, 0), (True, 192), (True, 128), (True, 300)])
 def test_q_slot_released_late_for_broadcast_only(broadcast_q, q_len):
     # run 16: late release -2..-3 % forward+backward on PMA fill 0.9, +0..+6 % on self
