@@ -346,7 +346,8 @@ class BwdConfig:
     # the split-role pass computes delta = rowsum(dO * O) itself instead of a preprocess kernel: the
     # producer loads each batch element's O rows through the K/V ring (one extra ring turn per
     # element), each score warpgroup sums its step's rows against the dO tile it holds anyway. The
-    # preprocess reads O and dO (B * q_len rows each) whatever the keys: ~0.05 ms at PMA q128
+    # preprocess read O and dO (B * q_len rows each) whatever the keys. Run 25 (H200, PMA q128
+    # forward+backward, 5 A/Bs each, gradients bit-identical): fill 0.1 -8 %, 0.5 -3.3 %, 0.9 -2.4 %
     pma_fold_delta: bool = False
 
     @property
@@ -366,7 +367,7 @@ def bwd_config(head_dim: int, broadcast_q: bool, q_len: int, num_heads: int, num
         return BwdConfig(dq_groups=3, dq_regs=160, tile_window=tile_window)
     # broadcast_q: the split-role pass where `uses_pma_roles` takes the call
     return BwdConfig(tile_window=tile_window, dkdv_early_q_release=not broadcast_q,
-                     pma_roles=broadcast_q)
+                     pma_roles=broadcast_q, pma_fold_delta=broadcast_q)
 
 
 def fuses_dq(cfg: BwdConfig, head_dim: int, broadcast_q: bool, deterministic: bool) -> bool:

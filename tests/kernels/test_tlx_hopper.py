@@ -395,10 +395,13 @@ BWD_SWITCHES = {
     # broadcast_q q_len 65-128 without the split-role pass (bwd_config takes it there): the fused one
     "bwd-no-pma-roles": ({"pma_roles": False}, lambda: [c for c in pma_roles_cases() + bwd_cases()
                                                         if c.d == 128 and c.mode == "bcast"]),
-    # its other ring split (two K/V slots, two P^T/dS^T slots: the same shared memory)
-    "bwd-pma-kv2": ({"pma_buf_kv": 2, "pma_buf_ps": 2}, lambda: pma_roles_cases()),
-    # the split-role pass summing delta itself from O rows sent through its K/V ring
-    "bwd-pma-fold-delta": ({"pma_fold_delta": True}, lambda: pma_roles_cases()),
+    # its other ring split (two K/V slots, two P^T/dS^T slots: the same shared memory; with two
+    # slots only with the preprocess kernel's delta)
+    "bwd-pma-kv2": ({"pma_buf_kv": 2, "pma_buf_ps": 2, "pma_fold_delta": False},
+                    lambda: pma_roles_cases()),
+    # the split-role pass with the preprocess kernel's delta (bwd_config: it sums delta itself from O
+    # rows sent through its K/V ring)
+    "bwd-pma-preprocess": ({"pma_fold_delta": False}, lambda: pma_roles_cases()),
 }
 
 

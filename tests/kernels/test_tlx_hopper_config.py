@@ -161,5 +161,6 @@ def test_bwd_config_takes_the_split_role_pass_for_pma_q128_only():
     pma = dict(head_dim=128, broadcast_q=True, q_len=128, num_heads=4, num_kv_heads=4, causal=False,
                window=None, num_sms=132)
     assert uses_pma_roles(bwd_config(128, True, 128, 4, 132), **pma)
+    assert bwd_config(128, True, 128, 4, 132).pma_fold_delta  # run 25: no preprocess kernel
     assert not bwd_config(128, False, 0, 4, 132).pma_roles                 # self/cross
     assert not uses_pma_roles(bwd_config(128, True, 192, 3, 132), **{**pma, "q_len": 192})
