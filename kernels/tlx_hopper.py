@@ -521,7 +521,8 @@ def _reduce_dq_partials(part, dq, q_len: int, hq: int, ctas_per_pair: int, block
 
 
 def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, dk, dv, scale, n_sm):
-    """`backward` by the split-role broadcast_q pass: preprocess, the pass, the dQ partials' sum."""
+    """`backward` by the split-role broadcast_q pass: the preprocess (unless the pass sums delta
+    itself, `BwdConfig.pma_fold_delta`), the pass, the dQ partials' sum."""
     from kernels.tlx_hopper_bwd import _jfa_bwd_preprocess_kernel
     from kernels.tlx_hopper_bwd_pma import jfa_bwd_pma_kernel
     from kernels.tlx_schedule import cached_schedule
