@@ -5,7 +5,6 @@ import dataclasses
 import pytest
 import torch
 
-from kernels.common import JFAParams
 from kernels.tlx_hopper import (BwdConfig, _descriptor, bwd_config, fuses_dq, fwd_config,
                                 o_by_tma_only, tile_window_for, uses_pma_roles)
 
