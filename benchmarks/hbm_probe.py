@@ -1,0 +1,151 @@
+"""How fast this GPU's HBM streams a PMA row's bytes, by access order: the ceiling the TLX forward's
+bandwidth is judged against (the issue's floors assume 4.3 TB/s).
+
+    python -m benchmarks.hbm_probe [--only SUBSTR[,...]] [--out results.md]
+
+For each `tlx_hopper_bench` PMA shape (its inputs, seed 0) it times, with the bench's settle and
+do_bench, plain Triton kernels that read exactly the bytes the forward must read (every real K and V
+row of every head) and write what it must write (O: q_len rows per batch element and head), in the
+orders a persistent forward could read them:
+
+- `flat`: K and V as two flat arrays, each program a contiguous 64 KB stretch (no jagged structure);
+- `elem-major`: one program per (batch element, head), the heads of an element adjacent in launch
+  order, so the programs running together read whole 1 KB rows between them (what the forward's
+  resident schedule approximates: its CTAs of different heads walk the same element order);
+- `head-major`: one program per (head, batch element), the programs running together read one
+  head's 256 B slice of many elements' rows;
+- `elem-all-heads`: one program per batch element reading every head of its rows.
+
+Each order is timed reading only, and reading plus writing O (`+O`). Beside them, the TLX forward
+on the same inputs, its bytes counted as the bench counts them. TB/s = bytes / median time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from benchmarks.tlx_hopper_bench import build, selected_shapes, settle  # noqa: E402
+
+BLOCK_ROWS = 64
+FLAT_BLOCK = 8192  # elements per program of the flat read: 16 KB of bf16 per tensor
+
+
+@triton.jit
+def _flat_read_kernel(k_ptr, v_ptr, n, sink_ptr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    s = tl.sum(tl.abs(tl.load(k_ptr + offs, mask=m, other=0).to(tl.float32)), 0)
+    s += tl.sum(tl.abs(tl.load(v_ptr + offs, mask=m, other=0).to(tl.float32)), 0)
+    tl.store(sink_ptr + tl.program_id(0), s)
+
+
+@triton.jit
+def _jagged_read_kernel(k_ptr, v_ptr, k_off, o_ptr, sink_ptr, B, q_len,
+                        H: tl.constexpr, HEADS: tl.constexpr, D: tl.constexpr,
+                        BLOCK: tl.constexpr, HEAD_MAJOR: tl.constexpr, WRITE_O: tl.constexpr):
+    """One program per (element, group of HEADS heads): read its K/V rows, optionally write O."""
+    pid = tl.program_id(0)
+    n_groups: tl.constexpr = H // HEADS
+    if HEAD_MAJOR:
+        hg = pid // B
+        b = pid % B
+    else:
+        b = pid // n_groups
+        hg = pid % n_groups
+    start = tl.load(k_off + b)
+    end = tl.load(k_off + b + 1)
+    W: tl.constexpr = HEADS * D
+    cols = hg * W + tl.arange(0, W)
+    acc = tl.zeros([W], dtype=tl.float32)
+    for r in range(start, end, BLOCK):  # software-pipelined by the launch's num_stages
+        rows = r.to(tl.int64) + tl.arange(0, BLOCK)
+        m = (rows < end)[:, None]
+        offs = rows[:, None] * (H * D) + cols[None, :]
+        kk = tl.load(k_ptr + offs, mask=m, other=0).to(tl.float32)
+        vv = tl.load(v_ptr + offs, mask=m, other=0).to(tl.float32)
+        acc += tl.sum(tl.abs(kk) + tl.abs(vv), 0)  # every load live, a few registers per column
+    if WRITE_O:
+        o = (tl.zeros([BLOCK, W], dtype=tl.float32) + acc[None, :]).to(o_ptr.dtype.element_ty)
+        for i in range(0, q_len, BLOCK):
+            rows = b.to(tl.int64) * q_len + i + tl.arange(0, BLOCK)
+            tl.store(o_ptr + rows[:, None] * (H * D) + cols[None, :], o)
+    else:
+        tl.store(sink_ptr + pid, tl.sum(acc, 0))
+
+
+def _time(fn) -> float:
+    settle(fn)
+    return triton.testing.do_bench(fn, warmup=25, rep=200)
+
+
+def probe(sh: dict) -> list[tuple[str, float, float]]:
+    """[(method, ms, bytes)] for one PMA shape."""
+    x = build(sh)
+    k, v, k_off, q = x["k"], x["v"], x["k_off"], x["q"]
+    B, H, D, q_len = sh["B"], sh["H"], k.shape[-1], sh["q"]
+    kv_bytes = 2 * k.numel() * k.element_size()
+    o_bytes = B * q_len * H * D * k.element_size()
+    out = torch.empty(B * q_len, H, D, device="cuda", dtype=k.dtype)
+    sink = torch.empty(max(B * H, triton.cdiv(k.numel(), FLAT_BLOCK)), device="cuda")
+    rows = []
+
+    n = k.numel()
+    flat = lambda: _flat_read_kernel[(triton.cdiv(n, FLAT_BLOCK),)](k, v, n, sink, BLOCK=FLAT_BLOCK,
+                                                                    num_warps=8)
+    sink.zero_()
+    flat()
+    want = k.float().abs().sum() + v.float().abs().sum()
+    torch.testing.assert_close(sink.sum(), want, rtol=1e-4, atol=0)
+    rows.append(("flat", _time(flat), kv_bytes))
+    for name, heads, head_major in (("elem-major", 1, False), ("head-major", 1, True),
+                                    ("elem-all-heads", H, False)):
+        for write_o in (False, True):
+            grid = (B * (H // heads),)
+            fn = lambda heads=heads, head_major=head_major, write_o=write_o: _jagged_read_kernel[grid](
+                k, v, k_off, out, sink, B, q_len, H=H, HEADS=heads, D=D, BLOCK=BLOCK_ROWS,
+                HEAD_MAJOR=head_major, WRITE_O=write_o, num_warps=4 if heads == 1 else 8, num_stages=4)
+            if not write_o:  # every K/V element read once: the sums agree with torch's
+                sink.zero_()
+                fn()
+                torch.testing.assert_close(sink.sum(), want, rtol=1e-4, atol=0)
+            rows.append((name + (" +O" if write_o else ""), _time(fn), kv_bytes + (o_bytes if write_o else 0)))
+
+    from kernels import tlx_hopper
+    from kernels.common import JFAParams
+    params = JFAParams(max_seq_len_q=q_len, max_seq_len_kv=sh["max_kv"], sm_scale=D ** -0.5,
+                       broadcast_q=True)
+    fwd = lambda: tlx_hopper.forward(q, k, v, None, k_off, params)
+    rows.append(("tlx forward (bench bytes)", _time(fwd), x["fwd_bytes"]))
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default="PMA", help="tlx_hopper_bench shape name substrings (PMA only)")
+    ap.add_argument("--out", default="", help="write the markdown table here too")
+    args = ap.parse_args()
+    lines = [f"GPU: {torch.cuda.get_device_name()}; command: python -m benchmarks.hbm_probe "
+             f"--only {args.only!r}", "",
+             "| shape | method | ms | GB | TB/s |", "|---|---|--:|--:|--:|"]
+    for sh in selected_shapes(args.only):
+        if sh["kind"] != "bcast":
+            continue
+        for method, ms, nbytes in probe(sh):
+            lines.append(f"| {sh['name']} | {method} | {ms:.4f} | {nbytes / 1e9:.3f} | "
+                         f"{nbytes / ms / 1e9:.2f} |")
+            print(lines[-1], flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
