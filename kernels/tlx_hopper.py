@@ -349,10 +349,6 @@ class BwdConfig:
     # preprocess read O and dO (B * q_len rows each) whatever the keys. Run 25 (H200, PMA q128
     # forward+backward, 5 A/Bs each, gradients bit-identical): fill 0.1 -8 %, 0.5 -3.3 %, 0.9 -2.4 %
     pma_fold_delta: bool = False
-    # dK/dV pass: a consumer whose 64 keys all lie past klen (the second half of a sequence's last
-    # 128-key tile, when it has at most 64 keys) skips its S^T, dP^T, dV and dK wgmmas and keeps
-    # only the rings' protocol and its dQ columns; gradients bit-identical
-    dkdv_skip_idle_half: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -464,8 +460,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release,
-        SKIP_IDLE_HALF=cfg.dkdv_skip_idle_half, num_warps=4, num_stages=1)
+        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, num_warps=4, num_stages=1)
     if fused_dq:
         return dq_acc.to(query.dtype), dk, dv
 

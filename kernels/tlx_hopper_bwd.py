@@ -156,33 +156,6 @@ def _release_held_q_slot(q_empties, held_q):
 
 
 @triton.jit
-def _issue_fused_dq(ds_tiles, k_tiles, slot, cid: tl.constexpr, HALF: tl.constexpr,
-                    DQ_COLS: tl.constexpr):
-    """FUSED_DQ: once both dS^T halves are published, dQ[:, cols of cid] = dS K[:, cols of cid] =
-    sum over both key halves j of (dS^T_j)^T K_j[:, cols of cid] (issued, not waited)."""
-    tlx.named_barrier_wait(DS_READY_BAR, 256)
-    k0 = _opaque(2 * slot)
-    d0 = _opaque(0)
-    dq = tlx.async_dot(tlx.local_trans(ds_tiles[d0]),
-                       tlx.local_slice(k_tiles[k0], [0, cid * DQ_COLS], [HALF, DQ_COLS]))
-    dq = tlx.async_dot(tlx.local_trans(ds_tiles[d0 + 1]),
-                       tlx.local_slice(k_tiles[k0 + 1], [0, cid * DQ_COLS], [HALF, DQ_COLS]), dq)
-    return dq
-
-
-@triton.jit
-def _reduce_add_dq(desc_dq, stage, dq, row, col):
-    """FUSED_DQ: once both consumers' wgmmas of the step finished (the step's Q/dO tiles and both
-    dS^T halves are read), stage this consumer's fp32 partial over them and reduce-add it into dQ
-    by TMA."""
-    tlx.named_barrier_wait(STEP_DONE_BAR, 256)
-    tlx.fence("async_shared")
-    tlx.local_store(stage, dq)
-    tlx.fence("async_shared")
-    tlx.async_descriptor_store(desc_dq, stage, [row, col], store_reduce="add")
-
-
-@triton.jit
 def jfa_bwd_dkdv_kernel(
     desc_q, desc_do, desc_k, desc_v,   # TMA: q [rows_q, Hq*D], do [total_out, Hq*D], k/v [total_kv, Hkv*D]
     desc_dk, desc_dv,                  # TMA stores of dK/dV [total_kv, Hkv*D] (TMA_EPILOGUE)
@@ -193,7 +166,6 @@ def jfa_bwd_dkdv_kernel(
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, EARLY_Q_RELEASE: tl.constexpr,
-    SKIP_IDLE_HALF: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -306,112 +278,99 @@ def jfa_bwd_dkdv_kernel(
                             tlx.barrier_wait(kv_fulls[2 * slot + 1 - cid], phase)
                         k_c = k_tiles[2 * slot + cid]
                         v_c = v_tiles[2 * slot + cid]
-                        idle = False  # a compile-time False unless enabled: no branch at all
-                        if SKIP_IDLE_HALF:
-                            # every key of this half lies past klen (only the second half can: the
-                            # tile has a key): P = 0, no dK/dV row to write. Keep the Q/dO ring's
-                            # protocol and, with FUSED_DQ, both rendezvous and this warpgroup's dQ
-                            # columns, which then come from the other half's dS^T alone (this
-                            # half's is zero, as the full path computes it: bit-identical)
-                            idle = n0 + cid * HALF >= klen
-                        if idle:
+                        for s in range(0, G * nsteps):
+                            h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)
+                            q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
+                            tlx.barrier_wait(q_fulls[q_slot], q_phase)
+                            lse2 = tlx.local_load(step_stats[2 * q_slot])
+                            delta = tlx.local_load(step_stats[2 * q_slot + 1])
+                            q_t = qdo_tiles[2 * q_slot]
+                            do_t = qdo_tiles[2 * q_slot + 1]
+                            if FUSED_DQ:
+                                # _opaque buffer indices: the compiler recomputes the wgmma
+                                # descriptors per step instead of holding them in registers
+                                # (D=128: 193 spilled words otherwise, 8-15 with)
+                                kv_i = _opaque(2 * slot + cid)
+                                st = tlx.async_dot(k_tiles[kv_i], tlx.local_trans(q_t))
+                                dpt = tlx.async_dot(v_tiles[kv_i], tlx.local_trans(do_t))
+                            else:
+                                st = tlx.async_dot(k_c, tlx.local_trans(q_t))
+                                dpt = tlx.async_dot(v_c, tlx.local_trans(do_t))
+                            if FUSED_DQ and EARLY_Q_RELEASE:
+                                held_q = _release_held_q_slot(q_empties, held_q)
+                            st = tlx.async_dot_wait(1, st)
+                            pt = _dkdv_probs(st, lse2, kv_pos, i0, window, qk_scale, CAUSAL,
+                                             HAS_WINDOW, BLOCK_MQ)
+                            if FUSED_DQ:
+                                # keys past klen are the next sequence's: their dK/dV rows are
+                                # dropped, but their dS would reach dQ
+                                pt = tl.where((kv_pos < klen)[:, None], pt, 0.0)
+                            dpt = tlx.async_dot_wait(0, dpt)
+                            dst = (pt * (dpt - delta[None, :])).to(dtype)
+                            dv = tlx.async_dot(pt.to(dtype), do_t, dv)
+                            dk = tlx.async_dot(dst, q_t, dk)
+                            if FUSED_DQ and not EARLY_Q_RELEASE:
+                                # the previous step's dQ reduce-add has had this step's S^T/dP^T
+                                # and P^T math to read its staging; waiting for it right after
+                                # issuing S^T/dP^T stalled the consumers (run 16's counters)
+                                held_q = _release_held_q_slot(q_empties, held_q)
+                            if FUSED_DQ:
+                                # dQ[:, cols of c] = dS K[:, cols of c] = sum over both key halves
+                                # j of (dS^T_j)^T K_j[:, cols of c]: publish this half of dS^T,
+                                # then read both (rows past qlen have dS = 0: their reduce-add
+                                # into the neighbour's rows adds exact zeros; broadcast_q: every
+                                # tile adds into the same q_len rows)
+                                tlx.fence("async_shared")
+                                tlx.local_store(ds_tiles[cid], dst)
+                                tlx.fence("async_shared")
+                                tlx.named_barrier_wait(DS_READY_BAR, 256)
+                                k0 = _opaque(2 * slot)
+                                d0 = _opaque(0)
+                                dq = tlx.async_dot(
+                                    tlx.local_trans(ds_tiles[d0]),
+                                    tlx.local_slice(k_tiles[k0], [0, cid * DQ_COLS],
+                                                    [HALF, DQ_COLS]))
+                                dq = tlx.async_dot(
+                                    tlx.local_trans(ds_tiles[d0 + 1]),
+                                    tlx.local_slice(k_tiles[k0 + 1], [0, cid * DQ_COLS],
+                                                    [HALF, DQ_COLS]), dq)
+                            dk = tlx.async_dot_wait(0, dk)
+                            dv = tlx.async_dot_wait(0, dv)
                             if TMA_EPILOGUE:
                                 held_slot = _release_held_kv_slot(kv_empties, held_slot)
-                            if FUSED_DQ:  # the other consumer's dQ reads this half's dS^T: zero it
+                            if FUSED_DQ:
+                                dq = tlx.async_dot_wait(0, dq)
+                                # the step's Q/dO tiles and both dS^T halves are read: stage the
+                                # partial over them and reduce-add it into dQ by TMA
+                                tlx.named_barrier_wait(STEP_DONE_BAR, 256)
+                                stage = dq_stage[2 * q_slot + cid]
                                 tlx.fence("async_shared")
-                                tlx.local_store(ds_tiles[cid], tl.zeros([HALF, BLOCK_MQ], dtype=dtype))
+                                tlx.local_store(stage, dq * sm_scale)
                                 tlx.fence("async_shared")
-                            for s in range(0, G * nsteps):
-                                h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)
-                                q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
-                                tlx.barrier_wait(q_fulls[q_slot], q_phase)
-                                if FUSED_DQ:
-                                    held_q = _release_held_q_slot(q_empties, held_q)
-                                    dq = _issue_fused_dq(ds_tiles, k_tiles, slot, cid, HALF, DQ_COLS)
-                                    dq = tlx.async_dot_wait(0, dq)
-                                    _reduce_add_dq(desc_dq, dq_stage[2 * q_slot + cid], dq * sm_scale,
-                                                   q_row0 + i0, h * HEAD_DIM + cid * DQ_COLS)
-                                    held_q = q_slot
-                                else:
-                                    tlx.barrier_arrive(q_empties[q_slot], 1)
-                                cnt_q += 1
-                            tlx.barrier_arrive(kv_empties[slot], 1)
-                        else:
-                            for s in range(0, G * nsteps):
-                                h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)
-                                q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
-                                tlx.barrier_wait(q_fulls[q_slot], q_phase)
-                                lse2 = tlx.local_load(step_stats[2 * q_slot])
-                                delta = tlx.local_load(step_stats[2 * q_slot + 1])
-                                q_t = qdo_tiles[2 * q_slot]
-                                do_t = qdo_tiles[2 * q_slot + 1]
-                                if FUSED_DQ:
-                                    # _opaque buffer indices: the compiler recomputes the wgmma
-                                    # descriptors per step instead of holding them in registers
-                                    # (D=128: 193 spilled words otherwise, 8-15 with)
-                                    kv_i = _opaque(2 * slot + cid)
-                                    st = tlx.async_dot(k_tiles[kv_i], tlx.local_trans(q_t))
-                                    dpt = tlx.async_dot(v_tiles[kv_i], tlx.local_trans(do_t))
-                                else:
-                                    st = tlx.async_dot(k_c, tlx.local_trans(q_t))
-                                    dpt = tlx.async_dot(v_c, tlx.local_trans(do_t))
-                                if FUSED_DQ and EARLY_Q_RELEASE:
-                                    held_q = _release_held_q_slot(q_empties, held_q)
-                                st = tlx.async_dot_wait(1, st)
-                                pt = _dkdv_probs(st, lse2, kv_pos, i0, window, qk_scale, CAUSAL,
-                                                 HAS_WINDOW, BLOCK_MQ)
-                                if FUSED_DQ:
-                                    # keys past klen are the next sequence's: their dK/dV rows are
-                                    # dropped, but their dS would reach dQ
-                                    pt = tl.where((kv_pos < klen)[:, None], pt, 0.0)
-                                dpt = tlx.async_dot_wait(0, dpt)
-                                dst = (pt * (dpt - delta[None, :])).to(dtype)
-                                dv = tlx.async_dot(pt.to(dtype), do_t, dv)
-                                dk = tlx.async_dot(dst, q_t, dk)
-                                if FUSED_DQ and not EARLY_Q_RELEASE:
-                                    # the previous step's dQ reduce-add has had this step's S^T/dP^T
-                                    # and P^T math to read its staging; waiting for it right after
-                                    # issuing S^T/dP^T stalled the consumers (run 16's counters)
-                                    held_q = _release_held_q_slot(q_empties, held_q)
-                                if FUSED_DQ:
-                                    # dQ[:, cols of c] = dS K[:, cols of c] = sum over both key halves
-                                    # j of (dS^T_j)^T K_j[:, cols of c]: publish this half of dS^T,
-                                    # then read both (rows past qlen have dS = 0: their reduce-add
-                                    # into the neighbour's rows adds exact zeros; broadcast_q: every
-                                    # tile adds into the same q_len rows)
-                                    tlx.fence("async_shared")
-                                    tlx.local_store(ds_tiles[cid], dst)
-                                    tlx.fence("async_shared")
-                                    dq = _issue_fused_dq(ds_tiles, k_tiles, slot, cid, HALF, DQ_COLS)
-                                dk = tlx.async_dot_wait(0, dk)
-                                dv = tlx.async_dot_wait(0, dv)
-                                if TMA_EPILOGUE:
-                                    held_slot = _release_held_kv_slot(kv_empties, held_slot)
-                                if FUSED_DQ:
-                                    dq = tlx.async_dot_wait(0, dq)
-                                    _reduce_add_dq(desc_dq, dq_stage[2 * q_slot + cid], dq * sm_scale,
-                                                   q_row0 + i0, h * HEAD_DIM + cid * DQ_COLS)
-                                    held_q = q_slot
-                                else:
-                                    tlx.barrier_arrive(q_empties[q_slot], 1)
-                                cnt_q += 1
-                            # This warpgroup's K/V halves are free (its last wgmma was waited on;
-                            # FUSED_DQ: the other's too, STEP_DONE_BAR): stage dK, dV there
-                            tlx.fence("async_shared")
-                            tlx.local_store(k_c, (dk * sm_scale).to(dtype))
-                            tlx.local_store(v_c, dv.to(dtype))
-                            tlx.fence("async_shared")
-                            if tma_store:  # and store them by TMA, off the critical path
-                                row = kv_row0 + n0 + cid * HALF
-                                tlx.async_descriptor_store(desc_dk, k_c, [row, hk * HEAD_DIM])
-                                tlx.async_descriptor_store(desc_dv, v_c, [row, hk * HEAD_DIM])
-                                held_slot = slot
+                                tlx.async_descriptor_store(desc_dq, stage,
+                                                           [q_row0 + i0, h * HEAD_DIM + cid * DQ_COLS],
+                                                           store_reduce="add")
+                                held_q = q_slot
                             else:
-                                # a half that straddles klen (a TMA box cannot stop there): read it
-                                # back in the masked store's layout (no relayout scratch)
-                                _store_kv_rows(dk_ptr, dv_ptr, tlx.local_load(k_c), tlx.local_load(v_c),
-                                               n0 + cid * HALF, klen, kv_row0, hk, HKV, HEAD_DIM, HALF)
-                                tlx.barrier_arrive(kv_empties[slot], 1)
+                                tlx.barrier_arrive(q_empties[q_slot], 1)
+                            cnt_q += 1
+                        # This warpgroup's K/V halves are free (its last wgmma was waited on;
+                        # FUSED_DQ: the other's too, STEP_DONE_BAR): stage dK, dV there
+                        tlx.fence("async_shared")
+                        tlx.local_store(k_c, (dk * sm_scale).to(dtype))
+                        tlx.local_store(v_c, dv.to(dtype))
+                        tlx.fence("async_shared")
+                        if tma_store:  # and store them by TMA, off the critical path
+                            row = kv_row0 + n0 + cid * HALF
+                            tlx.async_descriptor_store(desc_dk, k_c, [row, hk * HEAD_DIM])
+                            tlx.async_descriptor_store(desc_dv, v_c, [row, hk * HEAD_DIM])
+                            held_slot = slot
+                        else:
+                            # a half that straddles klen (a TMA box cannot stop there): read it
+                            # back in the masked store's layout (no relayout scratch)
+                            _store_kv_rows(dk_ptr, dv_ptr, tlx.local_load(k_c), tlx.local_load(v_c),
+                                           n0 + cid * HALF, klen, kv_row0, hk, HKV, HEAD_DIM, HALF)
+                            tlx.barrier_arrive(kv_empties[slot], 1)
                         cnt_kv += 1
                     if nsteps == 0:  # no query sees these keys
                         zero = tl.zeros([HALF, HEAD_DIM], dtype=dtype)

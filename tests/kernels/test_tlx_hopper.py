@@ -402,8 +402,6 @@ BWD_SWITCHES = {
     # the split-role pass with the preprocess kernel's delta (bwd_config: it sums delta itself from O
     # rows sent through its K/V ring)
     "bwd-pma-preprocess": ({"pma_fold_delta": False}, lambda: pma_roles_cases()),
-    # the dK/dV pass's consumers skip the math of a half whose keys all lie past klen
-    "bwd-skip-idle-half": ({"dkdv_skip_idle_half": True}, lambda: bwd_cases()),
 }
 
 
@@ -630,53 +628,6 @@ def test_backward(case):
                          ids=lambda x: x if isinstance(x, str) else x.name)
 def test_backward_switch(switch, case):
     res = check_backward(case, seed=zlib.crc32(case.name.encode()), overrides=BWD_SWITCHES[switch][0])
-    assert res["ok"], res
-
-
-def idle_half_cases() -> list[Case]:
-    """Key lengths whose last 128-key tile often holds at most 64 keys (its second half idle), on
-    every dK/dV pass variant: fused dQ (D=128: self, cross, GQA, masks, broadcast q192), two passes
-    (D=64), fp16, length-1 and empty key sequences, a grid of 3."""
-    return [Case("self", 40, 300, 300, 2, 2, 128, "bf16"), Case("self", 40, 300, 300, 2, 2, 64, "bf16"),
-            Case("self", 40, 333, 333, 4, 2, 128, "bf16", True, 100),
-            Case("cross", 40, 200, 333, 4, 2, 128, "fp16", False, 37),
-            Case("bcast", 120, 192, 330, 3, 3, 128, "bf16"), Case("bcast", 90, 192, 200, 2, 1, 128, "bf16", True),
-            Case("self", 30, 100, 100, 2, 2, 128, "bf16", lens="one"),
-            Case("cross", 30, 100, 100, 2, 2, 128, "bf16", lens="empty_kv"),
-            Case("self", 40, 300, 300, 2, 2, 128, "bf16", grid=3)]
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("deterministic", (False, True))
-@pytest.mark.parametrize("case", idle_half_cases(), ids=lambda c: c.name)
-def test_backward_idle_half_skip_changes_no_value(case, deterministic):
-    """`BwdConfig.dkdv_skip_idle_half` against the reference and flipped: dK and dV bit-identical
-    (each tile's sums run in the same order), and dQ too where its sums have a fixed order
-    (deterministic=True; the fused pass's reduce-adds land in any order)."""
-    from kernels import tlx_hopper
-
-    q, k, v, q_off, k_off, _, _ = make_inputs(case, 3)
-    params = dataclasses.replace(_params(case, 1 / math.sqrt(case.d)), deterministic=deterministic)
-    if tlx_hopper.supports(q, k, v, params) is not None:
-        pytest.skip("routed away from tlx")
-    base = tlx_hopper_config(case)
-    tlx_hopper.GRID_OVERRIDE = case.grid
-    try:
-        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params)
-        do = torch.randn_like(out)
-        grads = [tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params,
-                                     config=dataclasses.replace(base, dkdv_skip_idle_half=flag))
-                 for flag in (False, True)]
-    finally:
-        tlx_hopper.GRID_OVERRIDE = None
-    for name, off, on in zip(("dq", "dk", "dv"), *grads):
-        if name == "dq" and not deterministic:
-            torch.testing.assert_close(on.float(), off.float(), rtol=2**-7, atol=1e-4)
-        else:
-            assert torch.equal(on, off), f"{name} differs with dkdv_skip_idle_half"
-    res = check_backward(case, seed=zlib.crc32(case.name.encode()),
-                         overrides={"dkdv_skip_idle_half": True})
     assert res["ok"], res
 
 
