@@ -62,21 +62,22 @@ def _jagged_read_kernel(k_ptr, v_ptr, k_off, o_ptr, sink_ptr, B, q_len,
         hg = pid % n_groups
     start = tl.load(k_off + b)
     end = tl.load(k_off + b + 1)
-    W: tl.constexpr = HEADS * D
-    cols = hg * W + tl.arange(0, W)
-    acc = tl.zeros([W], dtype=tl.float32)
+    offs_d = tl.arange(0, D)
+    acc = tl.zeros([D], dtype=tl.float32)
     for r in range(start, end, BLOCK):  # software-pipelined by the launch's num_stages
         rows = r.to(tl.int64) + tl.arange(0, BLOCK)
         m = (rows < end)[:, None]
-        offs = rows[:, None] * (H * D) + cols[None, :]
-        kk = tl.load(k_ptr + offs, mask=m, other=0).to(tl.float32)
-        vv = tl.load(v_ptr + offs, mask=m, other=0).to(tl.float32)
-        acc += tl.sum(tl.abs(kk) + tl.abs(vv), 0)  # every load live, a few registers per column
+        for hh in tl.static_range(HEADS):  # the heads of a row are adjacent 2*D-byte runs
+            offs = rows[:, None] * (H * D) + (hg * HEADS + hh) * D + offs_d[None, :]
+            kk = tl.load(k_ptr + offs, mask=m, other=0).to(tl.float32)
+            vv = tl.load(v_ptr + offs, mask=m, other=0).to(tl.float32)
+            acc += tl.sum(tl.abs(kk) + tl.abs(vv), 0)  # every load live, few registers
     if WRITE_O:
-        o = (tl.zeros([BLOCK, W], dtype=tl.float32) + acc[None, :]).to(o_ptr.dtype.element_ty)
+        o = (tl.zeros([BLOCK, D], dtype=tl.float32) + acc[None, :]).to(o_ptr.dtype.element_ty)
         for i in range(0, q_len, BLOCK):
             rows = b.to(tl.int64) * q_len + i + tl.arange(0, BLOCK)
-            tl.store(o_ptr + rows[:, None] * (H * D) + cols[None, :], o)
+            for hh in tl.static_range(HEADS):
+                tl.store(o_ptr + rows[:, None] * (H * D) + (hg * HEADS + hh) * D + offs_d[None, :], o)
     else:
         tl.store(sink_ptr + pid, tl.sum(acc, 0))
 
