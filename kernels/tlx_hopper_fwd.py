@@ -48,15 +48,13 @@ def _bufidx_phase(cnt, NUM_BUF: tl.constexpr):
 
 
 @triton.jit
-def _pingpong_enter(cid: tl.constexpr, NUM_GROUPS: tl.constexpr, PINGPONG: tl.constexpr):
-    if PINGPONG:
-        tlx.named_barrier_wait(PINGPONG_BAR + cid, 256)
+def _pingpong_enter(cid: tl.constexpr, NUM_GROUPS: tl.constexpr):
+    tlx.named_barrier_wait(PINGPONG_BAR + cid, 256)
 
 
 @triton.jit
-def _pingpong_leave(cid: tl.constexpr, NUM_GROUPS: tl.constexpr, PINGPONG: tl.constexpr):
-    if PINGPONG:
-        tlx.named_barrier_arrive(PINGPONG_BAR + (cid + 1) % NUM_GROUPS, 256)
+def _pingpong_leave(cid: tl.constexpr, NUM_GROUPS: tl.constexpr):
+    tlx.named_barrier_arrive(PINGPONG_BAR + (cid + 1) % NUM_GROUPS, 256)
 
 
 @triton.jit
@@ -118,16 +116,15 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
                       m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
                       cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
                       CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, MASK: tl.constexpr,
-                      BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr, PINGPONG: tl.constexpr,
-                      dtype: tl.constexpr):
+                      BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr, dtype: tl.constexpr):
     """Steady state: QK^T of block cnt overlapped with PV of block cnt-1 (p holds its probs: in
     the MMA dtype, or fp32 with LATE_P_CAST, cast only once this block's QK^T is issued, so the
     cast runs beside the tensor core instead of before the issue, as the TLX tutorial does)."""
     k_idx, k_phase = _bufidx_phase(cnt, NUM_BUF_KV)
     tlx.barrier_wait(k_fulls[k_idx], k_phase)
-    _pingpong_enter(cid, NUM_GROUPS, PINGPONG)
+    _pingpong_enter(cid, NUM_GROUPS)
     qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
-    _pingpong_leave(cid, NUM_GROUPS, PINGPONG)
+    _pingpong_leave(cid, NUM_GROUPS)
     if LATE_P_CAST:
         p = p.to(dtype)
     v_idx, v_phase = _bufidx_phase(cnt - 1, NUM_BUF_KV)
@@ -157,7 +154,7 @@ def jfa_fwd_kernel(
     NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
-    LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, PINGPONG: tl.constexpr,
+    LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -254,7 +251,7 @@ def jfa_fwd_kernel(
             cnt_q = 0
             last_q = -1
             held_o = 0  # O_IN_Q: the last Q slot holds an O slice a TMA store may still read
-            if PINGPONG and cid == NUM_GROUPS - 1:
+            if cid == NUM_GROUPS - 1:
                 tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # group 0 issues first
             valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
                                       ctas_per_pair, tile_window, RESIDENT)
@@ -306,8 +303,8 @@ def jfa_fwd_kernel(
                             for j in range(0, nblk):
                                 kv_idx, kv_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
                                 tlx.barrier_wait(k_fulls[kv_idx], kv_phase)
-                                _pingpong_enter(cid, NUM_GROUPS, PINGPONG)
-                                _pingpong_leave(cid, NUM_GROUPS, PINGPONG)
+                                _pingpong_enter(cid, NUM_GROUPS)
+                                _pingpong_leave(cid, NUM_GROUPS)
                                 tlx.barrier_arrive(k_empties[kv_idx], 1)
                                 tlx.barrier_wait(v_fulls[kv_idx], kv_phase)  # this block's V
                                 tlx.barrier_arrive(v_empties[kv_idx], 1)
@@ -323,9 +320,9 @@ def jfa_fwd_kernel(
                             # prologue: QK^T of block 0, no PV yet
                             k_idx, k_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
                             tlx.barrier_wait(k_fulls[k_idx], k_phase)
-                            _pingpong_enter(cid, NUM_GROUPS, PINGPONG)
+                            _pingpong_enter(cid, NUM_GROUPS)
                             qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
-                            _pingpong_leave(cid, NUM_GROUPS, PINGPONG)
+                            _pingpong_leave(cid, NUM_GROUPS)
                             qk = tlx.async_dot_wait(0, qk)
                             tlx.barrier_arrive(k_empties[k_idx], 1)
                             # a runtime branch: the mask costs ~100 instructions per consumer and
@@ -349,19 +346,19 @@ def jfa_fwd_kernel(
                                     q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                     qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                                    BLOCK_N, LATE_P_CAST, PINGPONG, dtype)
+                                    BLOCK_N, LATE_P_CAST, dtype)
                             for j in range(a, c):
                                 acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                     q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                     qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False,
-                                    BLOCK_N, LATE_P_CAST, PINGPONG, dtype)
+                                    BLOCK_N, LATE_P_CAST, dtype)
                             for j in range(c, nblk):
                                 acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                     q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                     qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                                    BLOCK_N, LATE_P_CAST, PINGPONG, dtype)
+                                    BLOCK_N, LATE_P_CAST, dtype)
                             # epilogue: PV of the last block
                             v_idx, v_phase = _bufidx_phase(cnt_kv - 1, NUM_BUF_KV)
                             tlx.barrier_wait(v_fulls[v_idx], v_phase)
