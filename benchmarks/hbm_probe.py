@@ -33,6 +33,7 @@ import triton.language as tl
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from benchmarks.tlx_hopper_bench import build, selected_shapes, settle  # noqa: E402
+from kernels.triton_common import sequence_bounds  # noqa: E402
 
 BLOCK_ROWS = 64
 FLAT_BLOCK = 8192  # elements per program of the flat read: 16 KB of bf16 per tensor
@@ -60,13 +61,13 @@ def _jagged_read_kernel(k_ptr, v_ptr, k_off, o_ptr, sink_ptr, B, q_len,
     else:
         b = pid // n_groups
         hg = pid % n_groups
-    start = tl.load(k_off + b)
-    end = tl.load(k_off + b + 1)
+    start, n = sequence_bounds(k_off, b)
     offs_d = tl.arange(0, D)
     acc = tl.zeros([D], dtype=tl.float32)
-    for r in range(start, end, BLOCK):  # software-pipelined by the launch's num_stages
-        rows = r.to(tl.int64) + tl.arange(0, BLOCK)
-        m = (rows < end)[:, None]
+    for r in range(0, n, BLOCK):  # software-pipelined by the launch's num_stages
+        pos = r + tl.arange(0, BLOCK)
+        rows = start + pos
+        m = (pos < n)[:, None]
         for hh in tl.static_range(HEADS):  # the heads of a row are adjacent 2*D-byte runs
             offs = rows[:, None] * (H * D) + (hg * HEADS + hh) * D + offs_d[None, :]
             kk = tl.load(k_ptr + offs, mask=m, other=0).to(tl.float32)

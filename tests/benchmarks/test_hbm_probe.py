@@ -1,0 +1,59 @@
+"""benchmarks.hbm_probe: its streaming kernels read every K/V element of the jagged rows exactly
+once and write O where the forward would (Triton interpreter on the CPU; the timing needs a GPU)."""
+
+import pytest
+import torch
+import triton
+
+from benchmarks.hbm_probe import _flat_read_kernel, _jagged_read_kernel
+from kernels.triton_common import INTERPRETER
+
+pytestmark = pytest.mark.skipif(not INTERPRETER, reason="runs the kernels in the Triton interpreter")
+
+
+def _inputs(H: int = 3, D: int = 16, q_len: int = 8):
+    lens = torch.tensor([5, 0, 9, 1])  # empty, length-1, and rows past one 4-row block
+    off = torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)]).to(torch.int32)
+    g = torch.Generator().manual_seed(0)
+    k = torch.randn(int(lens.sum()), H, D, generator=g).to(torch.bfloat16)
+    v = torch.randn(k.shape, generator=g).to(torch.bfloat16)
+    return lens, off, k, v, torch.full((len(lens) * q_len, H, D), float("nan"), dtype=torch.bfloat16), q_len
+
+
+def _abs_sum(x: torch.Tensor) -> torch.Tensor:
+    return x.float().abs().sum()
+
+
+@pytest.mark.parametrize("head_major", (False, True))
+def test_one_program_per_element_and_head_reads_its_rows(head_major: bool) -> None:
+    lens, off, k, v, out, q_len = _inputs()
+    B, H, D = len(lens), k.shape[1], k.shape[2]
+    sink = torch.full((B * H,), float("nan"))
+    _jagged_read_kernel[(B * H,)](k, v, off, out, sink, B, q_len, H=H, HEADS=1, D=D, BLOCK=4,
+                                  HEAD_MAJOR=head_major, WRITE_O=False)
+    for pid in range(B * H):
+        b, h = (pid % B, pid // B) if head_major else (pid // H, pid % H)
+        rows = slice(int(off[b]), int(off[b + 1]))
+        want = _abs_sum(k[rows, h]) + _abs_sum(v[rows, h])
+        torch.testing.assert_close(sink[pid], want, rtol=1e-5, atol=1e-5)
+
+
+def test_all_heads_program_writes_o_rows_of_its_element() -> None:
+    lens, off, k, v, out, q_len = _inputs()
+    B, H, D = len(lens), k.shape[1], k.shape[2]
+    _jagged_read_kernel[(B,)](k, v, off, out, torch.empty(B), B, q_len, H=H, HEADS=H, D=D, BLOCK=4,
+                              HEAD_MAJOR=False, WRITE_O=True)
+    for b in range(B):
+        rows = slice(int(off[b]), int(off[b + 1]))
+        col = (k[rows].float().abs() + v[rows].float().abs()).sum((0, 1)).to(out.dtype)
+        # the kernel sums in another order: equal up to the bf16 rounding of the result
+        torch.testing.assert_close(out[b * q_len:(b + 1) * q_len], col.expand(q_len, H, D),
+                                   rtol=2**-7, atol=0)
+
+
+def test_flat_read_covers_every_element() -> None:
+    _, _, k, v, _, _ = _inputs()
+    n, block = k.numel(), 64
+    sink = torch.zeros(triton.cdiv(n, block))
+    _flat_read_kernel[(triton.cdiv(n, block),)](k, v, n, sink, BLOCK=block)
+    torch.testing.assert_close(sink.sum(), _abs_sum(k) + _abs_sum(v), rtol=1e-5, atol=1e-4)
