@@ -78,7 +78,8 @@ def _jagged_read_kernel(k_ptr, v_ptr, k_off, o_ptr, sink_ptr, B, q_len,
         for i in range(0, q_len, BLOCK):
             rows = b.to(tl.int64) * q_len + i + tl.arange(0, BLOCK)
             for hh in tl.static_range(HEADS):
-                tl.store(o_ptr + rows[:, None] * (H * D) + (hg * HEADS + hh) * D + offs_d[None, :], o)
+                col = (hg * HEADS + hh) * D + offs_d
+                tl.store(o_ptr + rows[:, None] * (H * D) + col[None, :], o)
     else:
         tl.store(sink_ptr + pid, tl.sum(acc, 0))
 
@@ -100,8 +101,10 @@ def probe(sh: dict) -> list[tuple[str, float, float]]:
     rows = []
 
     n = k.numel()
-    flat = lambda: _flat_read_kernel[(triton.cdiv(n, FLAT_BLOCK),)](k, v, n, sink, BLOCK=FLAT_BLOCK,
-                                                                    num_warps=8)
+
+    def flat():
+        _flat_read_kernel[(triton.cdiv(n, FLAT_BLOCK),)](k, v, n, sink, BLOCK=FLAT_BLOCK, num_warps=8)
+
     sink.zero_()
     flat()
     want = k.float().abs().sum() + v.float().abs().sum()
@@ -110,15 +113,18 @@ def probe(sh: dict) -> list[tuple[str, float, float]]:
     for name, heads, head_major in (("elem-major", 1, False), ("head-major", 1, True),
                                     ("elem-all-heads", H, False)):
         for write_o in (False, True):
-            grid = (B * (H // heads),)
-            fn = lambda heads=heads, head_major=head_major, write_o=write_o: _jagged_read_kernel[grid](
-                k, v, k_off, out, sink, B, q_len, H=H, HEADS=heads, D=D, BLOCK=BLOCK_ROWS,
-                HEAD_MAJOR=head_major, WRITE_O=write_o, num_warps=4 if heads == 1 else 8, num_stages=4)
+            def fn(heads=heads, head_major=head_major, write_o=write_o):
+                _jagged_read_kernel[(B * (H // heads),)](
+                    k, v, k_off, out, sink, B, q_len, H=H, HEADS=heads, D=D, BLOCK=BLOCK_ROWS,
+                    HEAD_MAJOR=head_major, WRITE_O=write_o, num_warps=4 if heads == 1 else 8,
+                    num_stages=4)
+
             if not write_o:  # every K/V element read once: the sums agree with torch's
                 sink.zero_()
                 fn()
                 torch.testing.assert_close(sink.sum(), want, rtol=1e-4, atol=0)
-            rows.append((name + (" +O" if write_o else ""), _time(fn), kv_bytes + (o_bytes if write_o else 0)))
+            nbytes = kv_bytes + (o_bytes if write_o else 0)
+            rows.append((name + (" +O" if write_o else ""), _time(fn), nbytes))
 
     from kernels import tlx_hopper
     from kernels.common import JFAParams
@@ -131,7 +137,8 @@ def probe(sh: dict) -> list[tuple[str, float, float]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", default="PMA", help="tlx_hopper_bench shape name substrings (PMA only)")
+    ap.add_argument("--only", default="PMA",
+                    help="tlx_hopper_bench shape name substrings (PMA shapes only)")
     ap.add_argument("--out", default="", help="write the markdown table here too")
     args = ap.parse_args()
     lines = [f"GPU: {torch.cuda.get_device_name()}; command: python -m benchmarks.hbm_probe "

@@ -8,7 +8,7 @@ import triton
 from benchmarks.hbm_probe import _flat_read_kernel, _jagged_read_kernel
 from kernels.triton_common import INTERPRETER
 
-pytestmark = pytest.mark.skipif(not INTERPRETER, reason="runs the kernels in the Triton interpreter")
+pytestmark = pytest.mark.skipif(not INTERPRETER, reason="runs the kernels in Triton's interpreter")
 
 
 def _inputs(H: int = 3, D: int = 16, q_len: int = 8):
@@ -17,7 +17,8 @@ def _inputs(H: int = 3, D: int = 16, q_len: int = 8):
     g = torch.Generator().manual_seed(0)
     k = torch.randn(int(lens.sum()), H, D, generator=g).to(torch.bfloat16)
     v = torch.randn(k.shape, generator=g).to(torch.bfloat16)
-    return lens, off, k, v, torch.full((len(lens) * q_len, H, D), float("nan"), dtype=torch.bfloat16), q_len
+    out = torch.full((len(lens) * q_len, H, D), float("nan"), dtype=torch.bfloat16)  # unwritten: NaN
+    return lens, off, k, v, out, q_len
 
 
 def _abs_sum(x: torch.Tensor) -> torch.Tensor:
