@@ -103,7 +103,8 @@ def probe(sh: dict) -> list[tuple[str, float, float]]:
     n = k.numel()
 
     def flat():
-        _flat_read_kernel[(triton.cdiv(n, FLAT_BLOCK),)](k, v, n, sink, BLOCK=FLAT_BLOCK, num_warps=8)
+        grid = (triton.cdiv(n, FLAT_BLOCK),)
+        _flat_read_kernel[grid](k, v, n, sink, BLOCK=FLAT_BLOCK, num_warps=8)
 
     sink.zero_()
     flat()

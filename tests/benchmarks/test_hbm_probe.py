@@ -17,7 +17,8 @@ def _inputs(H: int = 3, D: int = 16, q_len: int = 8):
     g = torch.Generator().manual_seed(0)
     k = torch.randn(int(lens.sum()), H, D, generator=g).to(torch.bfloat16)
     v = torch.randn(k.shape, generator=g).to(torch.bfloat16)
-    out = torch.full((len(lens) * q_len, H, D), float("nan"), dtype=torch.bfloat16)  # unwritten: NaN
+    # rows a kernel leaves unwritten stay NaN
+    out = torch.full((len(lens) * q_len, H, D), float("nan"), dtype=torch.bfloat16)
     return lens, off, k, v, out, q_len
 
 
