@@ -127,6 +127,11 @@ class FwdConfig:
     # -2.6 % at fill 0.9 (3 A/Bs; fill 0.5 0 to -7 %); with BLOCK_N=128 (self/cross) or 3 groups
     # (PMA q192) 52-55 words spill and it lost up to 16 %, so `fwd_config` takes it for the former
     late_p_cast: bool = False
+    # the K/V slots' empty barriers take every consumer thread's arrival (`tlx.alloc_warp_barrier`)
+    # instead of one per warpgroup after a bar.sync of its 128 threads: 4 fewer warpgroup syncs per
+    # K/V block in each consumer's loop; outputs bit-identical. Prepared in session 24 (CPU: compile
+    # check only), not yet timed
+    warp_arrive: bool = False
 
     @property
     def block_m(self) -> int:
@@ -296,7 +301,8 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         NUM_BUF_KV=cfg.num_buf_kv, CONSUMER_REGS=cfg.consumer_regs, CAUSAL=bool(params.causal),
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
         TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
-        LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len), num_warps=4,
+        LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
+        WARP_ARRIVE=cfg.warp_arrive, num_warps=4,
         num_stages=1)
     return out, lse
 

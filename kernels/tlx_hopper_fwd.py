@@ -154,7 +154,7 @@ def jfa_fwd_kernel(
     NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
-    LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr,
+    LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -172,9 +172,16 @@ def jfa_fwd_kernel(
     q_fulls = tlx.alloc_barriers(num_barriers=NUM_GROUPS * NUM_BUF_Q, arrive_count=1)
     q_empties = tlx.alloc_barriers(num_barriers=NUM_GROUPS * NUM_BUF_Q, arrive_count=1)
     k_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=1)
-    k_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
     v_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=1)
-    v_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
+    if WARP_ARRIVE:
+        # every consumer thread arrives on its own once its wgmma that read the slot was waited on:
+        # no warpgroup sync before each arrive (a plain mbarrier takes one thread's arrival after a
+        # bar.sync of its 128 threads, two per arrive in the sm_90 SASS)
+        k_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * NUM_GROUPS)
+        v_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * NUM_GROUPS)
+    else:
+        k_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
+        v_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
     # TMA_STORE_O: self/cross attention stage O in the group's Q tile (NUM_BUF_Q >= 2: the next
     # tile's Q arrives in the other slot while the store drains); broadcast Q stays resident, so
     # each group stages it in a tile of its own, reused once the previous tile's store read it

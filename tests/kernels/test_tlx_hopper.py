@@ -561,8 +561,9 @@ def flip_cases() -> list[Case]:
 
 
 # FwdConfig fields whose two values compute the same O and LSE bit for bit: each only moves work
-# (the P cast after the next QK^T's issue)
-FWD_IDENTITY_SWITCHES = ("late_p_cast",)
+# or synchronisation (the P cast after the next QK^T's issue; the K/V slots' release by every
+# thread instead of after a warpgroup sync)
+FWD_IDENTITY_SWITCHES = ("late_p_cast", "warp_arrive")
 
 
 @pytest.mark.gpu
