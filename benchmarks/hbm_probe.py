@@ -8,7 +8,8 @@ do_bench, plain Triton kernels that read exactly the bytes the forward must read
 row of every head) and write what it must write (O: q_len rows per batch element and head), in the
 orders a persistent forward could read them:
 
-- `flat`: K and V as two flat arrays, each program a contiguous 64 KB stretch (no jagged structure);
+- `flat`: K and V as two flat arrays, each program a contiguous 16 KB stretch of each (no jagged
+  structure);
 - `elem-major`: one program per (batch element, head), the heads of an element adjacent in launch
   order, so the programs running together read whole 1 KB rows between them (what the forward's
   resident schedule approximates: its CTAs of different heads walk the same element order);
@@ -76,10 +77,12 @@ def _jagged_read_kernel(k_ptr, v_ptr, k_off, o_ptr, sink_ptr, B, q_len,
     if WRITE_O:
         o = (tl.zeros([BLOCK, D], dtype=tl.float32) + acc[None, :]).to(o_ptr.dtype.element_ty)
         for i in range(0, q_len, BLOCK):
-            rows = b.to(tl.int64) * q_len + i + tl.arange(0, BLOCK)
+            pos = i + tl.arange(0, BLOCK)  # q_len need not be a multiple of BLOCK
+            rows = b.to(tl.int64) * q_len + pos
             for hh in tl.static_range(HEADS):
                 col = (hg * HEADS + hh) * D + offs_d
-                tl.store(o_ptr + rows[:, None] * (H * D) + col[None, :], o)
+                tl.store(o_ptr + rows[:, None] * (H * D) + col[None, :], o,
+                         mask=(pos < q_len)[:, None])
     else:
         tl.store(sink_ptr + pid, tl.sum(acc, 0))
 

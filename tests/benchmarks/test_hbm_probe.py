@@ -40,8 +40,9 @@ def test_one_program_per_element_and_head_reads_its_rows(head_major: bool) -> No
         torch.testing.assert_close(sink[pid], want, rtol=1e-5, atol=1e-5)
 
 
-def test_all_heads_program_writes_o_rows_of_its_element() -> None:
-    lens, off, k, v, out, q_len = _inputs()
+@pytest.mark.parametrize("q_len", (8, 6))  # 6: the last 4-row block of O straddles q_len
+def test_all_heads_program_writes_o_rows_of_its_element(q_len: int) -> None:
+    lens, off, k, v, out, q_len = _inputs(q_len=q_len)
     B, H, D = len(lens), k.shape[1], k.shape[2]
     _jagged_read_kernel[(B,)](k, v, off, out, torch.empty(B), B, q_len, H=H, HEADS=H, D=D, BLOCK=4,
                               HEAD_MAJOR=False, WRITE_O=True)
