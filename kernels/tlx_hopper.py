@@ -129,9 +129,15 @@ class FwdConfig:
     late_p_cast: bool = False
     # the K/V slots' empty barriers take every consumer thread's arrival (`tlx.alloc_warp_barrier`)
     # instead of one per warpgroup after a bar.sync of its 128 threads: 4 fewer warpgroup syncs per
-    # K/V block in each consumer's loop; outputs bit-identical. Prepared in session 24 (CPU: compile
-    # check only), not yet timed
+    # K/V block in each consumer's loop; outputs bit-identical. Run 27 (H200, 4 ABBA rounds): PMA
+    # forward -0.9 to -2.2 % except q128 fill 0.1 +1.7 %; self +0.8 / +1.4 %, dense +2.0 %, so
+    # `fwd_config` takes it for broadcast Q at D=128 only
     warp_arrive: bool = False
+    # QK^T reads Q from registers (loaded once per tile) instead of shared memory: at BLOCK_N=64
+    # an SS wgmma reads as many shared-memory bytes per cycle of math as the SM delivers, and the
+    # two groups' Q, K and V reads share that bandwidth with the TMA writes of K/V. Costs 32
+    # registers per consumer thread at D=128. Prepared in session 25, outputs bit-identical
+    q_in_regs: bool = False
 
     @property
     def block_m(self) -> int:
@@ -155,14 +161,14 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 
     o_by_tma = broadcast_q and head_dim > 64
     if broadcast_q and 128 < q_len <= 192:
         return FwdConfig(num_groups=3, block_n=64, num_buf_q=1, num_buf_kv=3, consumer_regs=160,
-                         tile_window=tile_window, tma_store_o=o_by_tma)
+                         tile_window=tile_window, tma_store_o=o_by_tma, warp_arrive=head_dim > 64)
     if broadcast_q and head_dim > 64:
         # PMA is memory-bound: 64-key stages keep more K/V bytes in flight than 128-key ones (run
         # 11: five beat four by 4.6 % at fill 0.9, with tl.store; the O staging tiles took the
         # fifth's place in run 23)
         return FwdConfig(num_groups=2, block_n=64, num_buf_q=1, num_buf_kv=4,
                          consumer_regs=232, tile_window=tile_window, late_p_cast=True,
-                         tma_store_o=o_by_tma)
+                         tma_store_o=o_by_tma, warp_arrive=True)
     if broadcast_q:
         return FwdConfig(num_groups=2, block_n=128, num_buf_q=1, num_buf_kv=3, consumer_regs=232,
                          tile_window=tile_window)
@@ -302,7 +308,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
         TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
-        WARP_ARRIVE=cfg.warp_arrive, num_warps=4,
+        WARP_ARRIVE=cfg.warp_arrive, Q_IN_REGS=cfg.q_in_regs, num_warps=4,
         num_stages=1)
     return out, lse
 

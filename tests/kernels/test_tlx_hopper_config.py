@@ -163,3 +163,10 @@ def test_bwd_config_takes_the_split_role_pass_for_pma_q128_only():
     assert bwd_config(128, True, 128, 4, 132).pma_fold_delta  # run 25: no preprocess kernel
     assert not bwd_config(128, False, 0, 4, 132).pma_roles                 # self/cross
     assert not uses_pma_roles(bwd_config(128, True, 192, 3, 132), **{**pma, "q_len": 192})
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("broadcast_q,q_len", [(False, 0), (True, 192), (True, 128), (True, 1)])
+def test_per_thread_kv_release_for_broadcast_d128_only(head_dim, broadcast_q, q_len):
+    # run 27's A/B: PMA D=128 forwards gained, self and dense lost 1-2 %; D=64 was not measured
+    assert fwd_config(head_dim, broadcast_q, q_len).warp_arrive == (broadcast_q and head_dim == 128)
