@@ -71,7 +71,7 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len):
                  BROADCAST_Q=bcast, RESIDENT=bcast, TMA_STORE_O=cfg.tma_store_o,
                  SKIP_IDLE_GROUPS=cfg.skip_idle_groups, LATE_P_CAST=cfg.late_p_cast,
                  O_TMA_ONLY=o_by_tma_only(cfg, bcast, q_len), WARP_ARRIVE=cfg.warp_arrive,
-                 Q_IN_REGS=cfg.q_in_regs, PDL=cfg.pdl)
+                 Q_IN_REGS=cfg.q_in_regs)
     for k in const:
         sig[k] = "constexpr"
     src = triton.compiler.ASTSource(fn=jfa_fwd_kernel, signature=sig, constexprs=const,
@@ -139,7 +139,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
                     "sm_scale": "fp32", "B": "i32", "H": "i32", "q_len": "i32", "total_out": "i32"})
         const = dict(HEAD_DIM=d, NUM_BUF_KV=cfg.pma_buf_kv,
                      NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs,
-                     GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta, PDL=cfg.pdl)
+                     GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta)
         sig.update({k: "constexpr" for k in const})
         src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const,
                                         attrs=_pointer_attrs(fn, sig))
@@ -155,7 +155,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
         const = dict(HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs,
                      CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast,
                      TMA_EPILOGUE=cfg.dkdv_tma_store, FUSED_DQ=fused,
-                     EARLY_Q_RELEASE=cfg.dkdv_early_q_release, PDL=cfg.pdl)
+                     EARLY_Q_RELEASE=cfg.dkdv_early_q_release)
     else:
         fn = jfa_bwd_dq_kernel
         sig["desc_k"] = sig["desc_v"] = _tdesc(dt, cfg.dq_block_n, d)
@@ -164,7 +164,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
         ints = ("window", "B", "H", "G", "q_len", "NUM_MB", "total_out", "ctas_per_pair", "tile_window")
         const = dict(HEAD_DIM=d, BLOCK_N=cfg.dq_block_n, NUM_GROUPS=cfg.dq_groups,
                      NUM_BUF_KV=cfg.dq_buf_kv, CONSUMER_REGS=cfg.dq_regs, CAUSAL=causal,
-                     HAS_WINDOW=window, BROADCAST_Q=bcast, RESIDENT=bcast, PDL=cfg.pdl)
+                     HAS_WINDOW=window, BROADCAST_Q=bcast, RESIDENT=bcast)
     sig.update({"lse_ptr": "*fp32", "delta_ptr": "*fp32", "q_off": "*i32", "k_off": "*i32",
                 "tile_entry": "*i64", "n_entries": "*i32", "sm_scale": "fp32"})
     sig.update({k: "i32" for k in ints})

@@ -138,10 +138,6 @@ class FwdConfig:
     # two groups' Q, K and V reads share that bandwidth with the TMA writes of K/V. Costs 32
     # registers per consumer thread at D=128. Prepared in session 25, outputs bit-identical
     q_in_regs: bool = False
-    # launch with PDL (programmatic dependent launch; `tlx_schedule.grid_dependency_prologue`): the
-    # kernel starts while the one before it (the schedule build) finishes, instead of after; outputs
-    # bit-identical. Prepared in session 25, not yet timed
-    pdl: bool = False
 
     @property
     def block_m(self) -> int:
@@ -312,8 +308,8 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
         TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
-        WARP_ARRIVE=cfg.warp_arrive, Q_IN_REGS=cfg.q_in_regs, PDL=cfg.pdl, num_warps=4,
-        num_stages=1, launch_pdl=cfg.pdl)
+        WARP_ARRIVE=cfg.warp_arrive, Q_IN_REGS=cfg.q_in_regs, num_warps=4,
+        num_stages=1)
     return out, lse
 
 
@@ -365,9 +361,6 @@ class BwdConfig:
     # preprocess read O and dO (B * q_len rows each) whatever the keys. Run 25 (H200, PMA q128
     # forward+backward, 5 A/Bs each, gradients bit-identical): fill 0.1 -8 %, 0.5 -3.3 %, 0.9 -2.4 %
     pma_fold_delta: bool = False
-    # every backward kernel launched with PDL (as FwdConfig.pdl): each starts while the one before
-    # it (preprocess, schedule build, pass, dQ sum) finishes. Prepared in session 25, not yet timed
-    pdl: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -455,7 +448,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
             query.shape, device=query.device, dtype=torch.float32)
     launch(_jfa_bwd_preprocess_kernel, (triton_cdiv(total_out, 64), hq),
         out, grad_out, delta, dq_acc, total_out, hq, HEAD_DIM=d, BLOCK_R=64,
-        ZERO_DQ=zero_in_preprocess, PDL=cfg.pdl, num_warps=4, launch_pdl=cfg.pdl)
+        ZERO_DQ=zero_in_preprocess, num_warps=4)
 
     desc_q = _descriptor(query, query.shape[0], 64)
     desc_do = _descriptor(grad_out, total_out, 64)
@@ -479,8 +472,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, PDL=cfg.pdl, num_warps=4,
-        num_stages=1, launch_pdl=cfg.pdl)
+        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, num_warps=4, num_stages=1)
     if fused_dq:
         return dq_acc.to(query.dtype), dk, dv
 
@@ -520,17 +512,16 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         cfg.tile_window or num_mb,
         HEAD_DIM=d, BLOCK_N=cfg.dq_block_n, NUM_GROUPS=cfg.dq_groups, NUM_BUF_KV=cfg.dq_buf_kv,
         CONSUMER_REGS=cfg.dq_regs, CAUSAL=causal, HAS_WINDOW=window is not None,
-        BROADCAST_Q=broadcast, RESIDENT=resident, PDL=cfg.pdl, num_warps=4, num_stages=1,
-        launch_pdl=cfg.pdl)
+        BROADCAST_Q=broadcast, RESIDENT=resident, num_warps=4, num_stages=1)
     if broadcast and resident:
-        _reduce_dq_partials(part, dq, q_len, hq, cpp, bm, pairs, cfg.pdl)
+        _reduce_dq_partials(part, dq, q_len, hq, cpp, bm, pairs)
     elif broadcast:
         dq = acc.to(query.dtype)
     return dq, dk, dv
 
 
 def _reduce_dq_partials(part, dq, q_len: int, hq: int, ctas_per_pair: int, block_m: int,
-                        pairs: int, pdl: bool) -> None:
+                        pairs: int) -> None:
     """dq from the resident passes' fp32 partials (one per CTA and q-block), summed per (head,
     q-block) in CTA order: 8-row programs, 8 pipeline stages each (64-row programs with one load
     in flight were latency-bound)."""
@@ -538,7 +529,7 @@ def _reduce_dq_partials(part, dq, q_len: int, hq: int, ctas_per_pair: int, block
 
     launch(_jfa_dq_reduce_kernel, (triton_cdiv(block_m, DQ_REDUCE_ROWS), pairs),
         part, dq, q_len, hq, ctas_per_pair, HEAD_DIM=dq.shape[-1], BLOCK_M=block_m,
-        BLOCK_R=DQ_REDUCE_ROWS, NUM_STAGES=8, PDL=pdl, num_warps=4, launch_pdl=pdl)
+        BLOCK_R=DQ_REDUCE_ROWS, NUM_STAGES=8, num_warps=4)
 
 
 def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, dk, dv, scale, n_sm):
@@ -557,7 +548,7 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
         delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
         launch(_jfa_bwd_preprocess_kernel, (triton_cdiv(total_out, 64), hq),
             out, grad_out, delta, delta, total_out, hq, HEAD_DIM=d, BLOCK_R=64, ZERO_DQ=False,
-            PDL=cfg.pdl, num_warps=4, launch_pdl=cfg.pdl)
+            num_warps=4)
     # the forward's resident schedule for one q-block: batch elements heaviest first per head
     entries, n_entries = cached_schedule(None, key_offset, B, q_len, 1, None, False, True,
                                          PMA_Q_BLOCK, 64)
@@ -575,7 +566,6 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
         _descriptor(part, part.shape[0], 64), _descriptor(out, total_out, 64), dk, dv, lse, delta,
         key_offset, entries, n_entries, scale, B, hq, q_len, total_out, HEAD_DIM=d,
         NUM_BUF_KV=cfg.pma_buf_kv, NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs,
-        GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta, PDL=cfg.pdl, num_warps=4,
-        num_stages=1, launch_pdl=cfg.pdl)
-    _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, PMA_Q_BLOCK, hq, cfg.pdl)
+        GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta, num_warps=4, num_stages=1)
+    _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, PMA_Q_BLOCK, hq)
     return dq, dk, dv

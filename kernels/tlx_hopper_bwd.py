@@ -46,8 +46,8 @@ import triton.language as tl
 import triton.language.extra.tlx as tlx
 
 from kernels.tlx_hopper_fwd import _bufidx_phase
-from kernels.tlx_schedule import (grid_dependency_prologue, kv_block_range, n_iterations,
-                                  q_block_range, seq_bounds, tile_at)
+from kernels.tlx_schedule import (kv_block_range, n_iterations, q_block_range, seq_bounds,
+                                  tile_at)
 
 LOG2E = tl.constexpr(1.4426950408889634)
 # FUSED_DQ dK/dV pass: the two consumers' rendezvous per query step (named barriers, 256 threads)
@@ -57,11 +57,9 @@ STEP_DONE_BAR = tl.constexpr(10)  # both consumers' wgmmas of the step finished
 
 @triton.jit
 def _jfa_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, dq_acc_ptr, total_out, H,
-                               HEAD_DIM: tl.constexpr, BLOCK_R: tl.constexpr, ZERO_DQ: tl.constexpr,
-                               PDL: tl.constexpr = False):
+                               HEAD_DIM: tl.constexpr, BLOCK_R: tl.constexpr, ZERO_DQ: tl.constexpr):
     """delta[h, r] = sum_d O[r, h, d] * dO[r, h, d] in fp32; with ZERO_DQ (fused dQ, self/cross:
     output rows are query rows) also zeroes the fp32 dQ accumulator's rows, saving a memset."""
-    grid_dependency_prologue(PDL)
     h = tl.program_id(1)
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     ok = rows < total_out
@@ -168,7 +166,6 @@ def jfa_bwd_dkdv_kernel(
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, EARLY_Q_RELEASE: tl.constexpr,
-    PDL: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -180,7 +177,6 @@ def jfa_bwd_dkdv_kernel(
     STEP_BYTES: tl.constexpr = ELEM * BLOCK_MQ * HEAD_DIM
     DQ_COLS: tl.constexpr = HEAD_DIM // 2  # FUSED_DQ: dQ columns per consumer
 
-    grid_dependency_prologue(PDL)
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
     # ---- shared memory and barriers -------------------------------------------------------
@@ -391,7 +387,7 @@ def jfa_bwd_dq_kernel(
     sm_scale, window, B, H, G, q_len, NUM_MB, total_out, ctas_per_pair, tile_window,
     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, NUM_GROUPS: tl.constexpr,
     NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr, CAUSAL: tl.constexpr,
-    HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr, PDL: tl.constexpr,
+    HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr,
 ):
     """dq_ptr: dQ in q's dtype (non-broadcast); desc_part: fp32 per-CTA partials [n_prog * BLOCK_M, D]
     (broadcast, resident); dq_acc_ptr: fp32 [q_len, H, D] atomics target (broadcast, not resident)."""
@@ -402,7 +398,6 @@ def jfa_bwd_dq_kernel(
     Q_BYTES: tl.constexpr = ELEM * BM_SPLIT * HEAD_DIM
     KV_BYTES: tl.constexpr = ELEM * BLOCK_N * HEAD_DIM
 
-    grid_dependency_prologue(PDL)
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
     # group g's Q tile is qdo_tiles[2g], its dO tile qdo_tiles[2g + 1]: adjacent, so that in resident
@@ -528,14 +523,12 @@ def jfa_bwd_dq_kernel(
 
 @triton.jit
 def _jfa_dq_reduce_kernel(part_ptr, dq_ptr, q_len, H, ctas_per_pair, HEAD_DIM: tl.constexpr,
-                          BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr, NUM_STAGES: tl.constexpr,
-                          PDL: tl.constexpr = False):
+                          BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr, NUM_STAGES: tl.constexpr):
     """dq[i, h] = sum over the CTAs of pair (h, q-block of i) of their partials, in CTA order.
 
     Each program sums BLOCK_R rows, its loads software-pipelined NUM_STAGES deep (cp.async through
     shared memory): with one load in flight per program, 8 programs of 64 rows were latency-bound
     on PMA q128 (0.03 ms in run 22's profiles). The adds stay in CTA order."""
-    grid_dependency_prologue(PDL)
     pair = tl.program_id(1)            # = mb * H + h, the resident pair index
     h = pair % H
     mb = pair // H

@@ -41,7 +41,7 @@ import triton.language.extra.tlx as tlx
 
 from kernels.tlx_hopper_bwd import _dkdv_probs, _row_lse2, _row_stats
 from kernels.tlx_hopper_fwd import _bufidx_phase
-from kernels.tlx_schedule import grid_dependency_prologue, n_iterations, seq_bounds, tile_at
+from kernels.tlx_schedule import n_iterations, seq_bounds, tile_at
 
 LOG2E = tl.constexpr(1.4426950408889634)
 
@@ -85,7 +85,7 @@ def jfa_bwd_pma_kernel(
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, k_off, tile_entry, n_entries, sm_scale, B, H, q_len,
     total_out,
     HEAD_DIM: tl.constexpr, NUM_BUF_KV: tl.constexpr, NUM_BUF_PS: tl.constexpr,
-    SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr, FOLD_DELTA: tl.constexpr, PDL: tl.constexpr,
+    SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr, FOLD_DELTA: tl.constexpr,
 ):
     BLOCK: tl.constexpr = 64           # keys per tile = query rows per step
     NSTEPS: tl.constexpr = 2
@@ -93,7 +93,6 @@ def jfa_bwd_pma_kernel(
     ELEM: tl.constexpr = tlx.size_of(dtype)
     TILE_BYTES: tl.constexpr = ELEM * BLOCK * HEAD_DIM
 
-    grid_dependency_prologue(PDL)
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
     ctas_per_head = n_prog // H

@@ -34,8 +34,8 @@ import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
 
-from kernels.tlx_schedule import (grid_dependency_prologue, kv_block_range, kv_unmasked_range,
-                                  n_iterations, seq_bounds, tile_at)
+from kernels.tlx_schedule import (kv_block_range, kv_unmasked_range, n_iterations, seq_bounds,
+                                  tile_at)
 
 BLOCK_M_SPLIT = tl.constexpr(64)  # query rows per consumer warpgroup (one wgmma M)
 PINGPONG_BAR = tl.constexpr(9)  # named barriers PINGPONG_BAR + c, c < NUM_GROUPS
@@ -155,7 +155,7 @@ def jfa_fwd_kernel(
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
-    Q_IN_REGS: tl.constexpr, PDL: tl.constexpr,
+    Q_IN_REGS: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -164,7 +164,6 @@ def jfa_fwd_kernel(
     Q_BYTES: tl.constexpr = ELEM_BYTES * BM_SPLIT * HEAD_DIM
     KV_BYTES: tl.constexpr = ELEM_BYTES * BLOCK_N * HEAD_DIM
 
-    grid_dependency_prologue(PDL)
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
     # ---- shared memory and barriers -------------------------------------------------------

@@ -48,7 +48,6 @@ import weakref
 import torch
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 from torch.utils.weak import WeakIdKeyDictionary
 
 from kernels.common import offsets_versioned, tracked_version
@@ -182,30 +181,12 @@ def n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT: tl.constexpr):
 
 
 @triton.jit
-def grid_dependency_prologue(PDL: tl.constexpr):
-    """PDL (programmatic dependent launch, `launch_pdl=True`): this grid may start while the one
-    before it in the stream still runs, so every thread waits here, before its first global read or
-    write, until that grid finished and its writes are visible; and lets the next PDL-launched grid
-    be placed as soon as all of this one's CTAs are running. What it hides is the launch latency
-    and setup between the back-to-back kernels of one call (schedule -> forward; preprocess ->
-    dK/dV -> dQ -> partials' sum)."""
-    if PDL:
-        gdc_wait()
-        gdc_launch_dependents()
-
-
-@triton.jit
 def _jfa_schedule_kernel(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, window,
                          CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
                          KV_STATIONARY: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                         BLOCK: tl.constexpr, NUM_BUCKETS: tl.constexpr,
-                         TRIGGER_DEPENDENTS: tl.constexpr = False):
+                         BLOCK: tl.constexpr, NUM_BUCKETS: tl.constexpr):
     """Ordered entries. Q-stationary (forward, dq): entry = (b, q-block), work = KV blocks.
-    KV-stationary (dk/dv): entry = (b, kv-block of BLOCK_M rows), work = q steps of BLOCK_N rows.
-    TRIGGER_DEPENDENTS (on the GPU): a PDL-launched kernel after it may start its launch now; it
-    waits for this one's entries in its `grid_dependency_prologue`."""
-    if TRIGGER_DEPENDENTS:
-        gdc_launch_dependents()
+    KV-stationary (dk/dv): entry = (b, kv-block of BLOCK_M rows), work = q steps of BLOCK_N rows."""
     e = tl.arange(0, BLOCK)
     in_range = e < B * NUM_MB
     b = tl.where(in_range, e // NUM_MB, 0)
@@ -306,8 +287,7 @@ def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, 
         q_off if q_off is not None else k_off, k_off, tile_entry, n_entries, B, q_len, num_mb,
         0 if window is None else window, CAUSAL=causal, HAS_WINDOW=window is not None,
         BROADCAST_Q=broadcast_q, KV_STATIONARY=kv_stationary, BLOCK_M=block_m, BLOCK_N=block_n,
-        BLOCK=block, NUM_BUCKETS=PRIORITY_BUCKETS, TRIGGER_DEPENDENTS=k_off.is_cuda,
-        num_warps=4 if block <= 4096 else 8)
+        BLOCK=block, NUM_BUCKETS=PRIORITY_BUCKETS, num_warps=4 if block <= 4096 else 8)
     return tile_entry, n_entries
 
 

@@ -28,7 +28,7 @@ def test_dq_pass_partials_per_q_head_and_block(cpp):
     H, num_mb, bm, q_len, d = 3, 2, 128, 200, 64
     part = torch.randn(H * num_mb * cpp * bm, 1, d, device=DEVICE)
     dq = torch.full((q_len, H, d), float("nan"), device=DEVICE)
-    _reduce_dq_partials(part, dq, q_len, H, cpp, bm, H * num_mb, pdl=False)
+    _reduce_dq_partials(part, dq, q_len, H, cpp, bm, H * num_mb)
     p = part.cpu().view(num_mb, H, cpp, bm, d)                    # [mb, h, c, r, d]
     want = p[:, :, 0].clone()
     for c in range(1, cpp):

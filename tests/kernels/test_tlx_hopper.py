@@ -402,11 +402,6 @@ BWD_SWITCHES = {
     # the split-role pass with the preprocess kernel's delta (bwd_config: it sums delta itself from O
     # rows sent through its K/V ring)
     "bwd-pma-preprocess": ({"pma_fold_delta": False}, lambda: pma_roles_cases()),
-    # every backward kernel launched with PDL (each waits for the one before it in its prologue):
-    # the fused pass with the preprocess (D=128), the two-pass path (D=64: dq pass, partials' sum),
-    # the split-role pass with its sum; unmasked cases (the prologue does not depend on the mask)
-    "bwd-pdl": ({"pdl": True}, lambda: [c for c in bwd_cases() if not c.causal and c.window is None]
-                + pma_roles_cases()[:3]),
 }
 
 
@@ -568,8 +563,8 @@ def flip_cases() -> list[Case]:
 # FwdConfig fields whose two values compute the same O and LSE bit for bit: each only moves work
 # or synchronisation (the P cast after the next QK^T's issue; the K/V slots' release by every
 # thread instead of after a warpgroup sync; QK^T's Q operand from registers instead of shared
-# memory; the launch with PDL after the schedule build)
-FWD_IDENTITY_SWITCHES = ("late_p_cast", "warp_arrive", "q_in_regs", "pdl")
+# memory)
+FWD_IDENTITY_SWITCHES = ("late_p_cast", "warp_arrive", "q_in_regs")
 
 
 @pytest.mark.gpu
