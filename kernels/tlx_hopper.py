@@ -133,11 +133,6 @@ class FwdConfig:
     # forward -0.9 to -2.2 % except q128 fill 0.1 +1.7 %; self +0.8 / +1.4 %, dense +2.0 %, so
     # `fwd_config` takes it for broadcast Q at D=128 only
     warp_arrive: bool = False
-    # QK^T reads Q from registers (loaded once per tile) instead of shared memory: at BLOCK_N=64
-    # an SS wgmma reads as many shared-memory bytes per cycle of math as the SM delivers, and the
-    # two groups' Q, K and V reads share that bandwidth with the TMA writes of K/V. Costs 32
-    # registers per consumer thread at D=128. Prepared in session 25, outputs bit-identical
-    q_in_regs: bool = False
 
     @property
     def block_m(self) -> int:
@@ -308,7 +303,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
         TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
-        WARP_ARRIVE=cfg.warp_arrive, Q_IN_REGS=cfg.q_in_regs, num_warps=4,
+        WARP_ARRIVE=cfg.warp_arrive, num_warps=4,
         num_stages=1)
     return out, lse
 

@@ -112,7 +112,7 @@ def _release_staged_q_slot(q_empties, release, held_o):
 
 
 @triton.jit
-def _consume_kv_block(q_op, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p,
+def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p,
                       m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
                       cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
                       CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, MASK: tl.constexpr,
@@ -123,7 +123,7 @@ def _consume_kv_block(q_op, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_emp
     k_idx, k_phase = _bufidx_phase(cnt, NUM_BUF_KV)
     tlx.barrier_wait(k_fulls[k_idx], k_phase)
     _pingpong_enter(cid, NUM_GROUPS)
-    qk = tlx.async_dot(q_op, tlx.local_trans(k_tiles[k_idx]))
+    qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
     _pingpong_leave(cid, NUM_GROUPS)
     if LATE_P_CAST:
         p = p.to(dtype)
@@ -155,7 +155,6 @@ def jfa_fwd_kernel(
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
-    Q_IN_REGS: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -298,10 +297,6 @@ def jfa_fwd_kernel(
                         q_idx, q_phase = _bufidx_phase(cnt_q - 1, NUM_BUF_Q)
                         q_buf = q_tiles[cid * NUM_BUF_Q + q_idx]
                         tlx.barrier_wait(q_fulls[cid * NUM_BUF_Q + q_idx], q_phase)
-                        if Q_IN_REGS:  # QK^T's A operand from registers: no Q re-read per block
-                            q_op = tlx.local_load(q_buf)
-                        else:
-                            q_op = q_buf
                         idle = False  # a compile-time False unless enabled: no branch at all
                         if SKIP_IDLE_GROUPS:
                             idle = m0 + cid * BM_SPLIT >= qlen
@@ -333,7 +328,7 @@ def jfa_fwd_kernel(
                             k_idx, k_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
                             tlx.barrier_wait(k_fulls[k_idx], k_phase)
                             _pingpong_enter(cid, NUM_GROUPS)
-                            qk = tlx.async_dot(q_op, tlx.local_trans(k_tiles[k_idx]))
+                            qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
                             _pingpong_leave(cid, NUM_GROUPS)
                             qk = tlx.async_dot_wait(0, qk)
                             tlx.barrier_arrive(k_empties[k_idx], 1)
@@ -355,19 +350,19 @@ def jfa_fwd_kernel(
                             # masked head [1, a), unmasked bulk [a, c), masked tail [c, nblk)
                             for j in range(1, a):
                                 acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
-                                    q_op, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                                    q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                     qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
                                     BLOCK_N, LATE_P_CAST, dtype)
                             for j in range(a, c):
                                 acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
-                                    q_op, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                                    q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                     qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False,
                                     BLOCK_N, LATE_P_CAST, dtype)
                             for j in range(c, nblk):
                                 acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
-                                    q_op, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                                    q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                     qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
                                     BLOCK_N, LATE_P_CAST, dtype)

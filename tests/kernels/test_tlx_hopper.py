@@ -562,9 +562,8 @@ def flip_cases() -> list[Case]:
 
 # FwdConfig fields whose two values compute the same O and LSE bit for bit: each only moves work
 # or synchronisation (the P cast after the next QK^T's issue; the K/V slots' release by every
-# thread instead of after a warpgroup sync; QK^T's Q operand from registers instead of shared
-# memory)
-FWD_IDENTITY_SWITCHES = ("late_p_cast", "warp_arrive", "q_in_regs")
+# thread instead of after a warpgroup sync)
+FWD_IDENTITY_SWITCHES = ("late_p_cast", "warp_arrive")
 
 
 @pytest.mark.gpu
