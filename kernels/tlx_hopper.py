@@ -133,6 +133,13 @@ class FwdConfig:
     # forward -0.9 to -2.2 % except q128 fill 0.1 +1.7 %; self +0.8 / +1.4 %, dense +2.0 %, so
     # `fwd_config` takes it for broadcast Q at D=128 only
     warp_arrive: bool = False
+    # a row's running max moves only when a block raises it by more than 2^8, and threads whose
+    # rows kept theirs branch over the accumulator's rescale (FlashAttention-4's lazy rescale;
+    # `tlx_hopper_fwd.RESCALE_SLACK`): the same softmax up to rounding, not bit-identical
+    lazy_rescale: bool = False
+    # the epilogue normalises O by one reciprocal per row and a multiply per element instead of an
+    # fp32 division per element (div.full: a range check and a predicated rescale each in the SASS)
+    rcp_normalise: bool = False
 
     @property
     def block_m(self) -> int:
@@ -303,7 +310,8 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
         TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
-        WARP_ARRIVE=cfg.warp_arrive, num_warps=4,
+        WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
+        RCP_NORMALISE=cfg.rcp_normalise, num_warps=4,
         num_stages=1)
     return out, lse
 

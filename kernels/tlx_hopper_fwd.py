@@ -42,6 +42,58 @@ PINGPONG_BAR = tl.constexpr(9)  # named barriers PINGPONG_BAR + c, c < NUM_GROUP
 O_STAGE_BAR = tl.constexpr(12)  # broadcast TMA_STORE_O: group c's O tile is free (O_STAGE_BAR + c)
 
 
+# LAZY_RESCALE: a row's running max moves only when a block raises it by more than this (base-2
+# score units), so p = exp2(s - m) <= 2^8 (exact in fp32, and bf16/fp16 keep their relative
+# precision there); between moves alpha == 1 and a thread whose rows all have alpha == 1 branches
+# over the accumulator's rescale (FlashAttention-4's trick; Triton has no warp-uniform branch on
+# a tensor, so the branch is PTX)
+RESCALE_SLACK = tl.constexpr(8.0)
+
+
+def _rescale_asm(n: int) -> tuple[str, str]:
+    """PTX for `_rescale_lazily` over one thread's n accumulator elements: outputs $0..$n-1 (tied to
+    the inputs $n..$2n-1), their row factors $2n..$3n-1 and the thread's flag (all n equal) from
+    $3n. The label takes LLVM's per-asm-instance ${:uid}."""
+    muls = "\n".join(f"mul.f32 ${i}, ${i}, ${2 * n + i};" for i in range(n))
+    asm = ("{\n.reg .pred %skip;\n"
+           f"setp.eq.s32 %skip, ${3 * n}, 0;\n"
+           "@%skip bra jfa_rescale_done_${:uid};\n"
+           f"{muls}\n"
+           "jfa_rescale_done_${:uid}:\n}")
+    constraints = ",".join(["=f"] * n + [str(i) for i in range(n)] + ["f"] * n + ["r"] * n)
+    return asm, constraints
+
+
+# one thread holds HEAD_DIM / 2 of a 64-row fp32 accumulator (wgmma m64, 128 threads)
+RESCALE_ASM_D64, RESCALE_CONSTRAINTS_D64 = (tl.constexpr(x) for x in _rescale_asm(32))
+RESCALE_ASM_D128, RESCALE_CONSTRAINTS_D128 = (tl.constexpr(x) for x in _rescale_asm(64))
+# 1 in both outputs when either of the thread's two rows (wgmma m64: rows r and r + 8) has
+# alpha != 1; the GPU tests that let single rows' maxima move late check this grouping
+ROWS_MOVED_ASM = tl.constexpr(
+    "{ .reg .pred %a, %b; setp.neu.f32 %a, $2, 0f3F800000; setp.neu.f32 %b, $3, 0f3F800000; "
+    "or.pred %a, %a, %b; selp.s32 $0, 1, 0, %a; mov.b32 $1, $0; }")
+
+
+@triton.jit
+def _rescale_lazily(acc, alpha):
+    """acc * alpha[:, None], skipped by a thread whose rows all kept their max (alpha == 1): with
+    LAZY_RESCALE most blocks after the first, so a warp seldom executes the HEAD_DIM / 2 FMULs."""
+    moved = tl.inline_asm_elementwise(ROWS_MOVED_ASM, "=r,=r,f,f", [alpha], dtype=tl.int32,
+                                      is_pure=True, pack=2)
+    alpha2 = tl.broadcast_to(alpha[:, None], acc.shape)
+    moved2 = tl.broadcast_to(moved[:, None], acc.shape)
+    if acc.shape[1] == 128:
+        acc = tl.inline_asm_elementwise(RESCALE_ASM_D128, RESCALE_CONSTRAINTS_D128,
+                                        [acc, alpha2, moved2], dtype=tl.float32, is_pure=True,
+                                        pack=64)
+    else:
+        tl.static_assert(acc.shape[1] == 64)
+        acc = tl.inline_asm_elementwise(RESCALE_ASM_D64, RESCALE_CONSTRAINTS_D64,
+                                        [acc, alpha2, moved2], dtype=tl.float32, is_pure=True,
+                                        pack=32)
+    return acc
+
+
 @triton.jit
 def _bufidx_phase(cnt, NUM_BUF: tl.constexpr):
     return cnt % NUM_BUF, (cnt // NUM_BUF) & 1
@@ -59,10 +111,12 @@ def _pingpong_leave(cid: tl.constexpr, NUM_GROUPS: tl.constexpr):
 
 @triton.jit
 def _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window, CAUSAL: tl.constexpr,
-                   HAS_WINDOW: tl.constexpr, MASK: tl.constexpr, BLOCK_N: tl.constexpr):
+                   HAS_WINDOW: tl.constexpr, MASK: tl.constexpr, BLOCK_N: tl.constexpr,
+                   LAZY_RESCALE: tl.constexpr):
     """Online-softmax update for one score block; returns (p fp32, alpha, m_i, l_i).
 
-    m_i is the running max of the base-2 scaled scores; -inf while a row has seen no visible key.
+    m_i is the running max of the base-2 scaled scores (with LAZY_RESCALE, the max in use: up to
+    RESCALE_SLACK below the true one); -inf while a row has seen no visible key.
     """
     if MASK:
         # compare block-local columns with per-row thresholds: nothing 2-D is loop invariant,
@@ -75,7 +129,11 @@ def _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window, CAUSAL: 
         if HAS_WINDOW:
             vis = vis & (cols >= rel - window) & (cols <= rel + window)
         qk = tl.where(vis, qk, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+    m_blk = tl.max(qk, 1) * qk_scale
+    if LAZY_RESCALE:
+        m_new = tl.where(m_blk > m_i + RESCALE_SLACK, m_blk, m_i)
+    else:
+        m_new = tl.maximum(m_i, m_blk)
     if MASK:
         m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # fully masked so far: p = 0
     else:
@@ -116,7 +174,8 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
                       m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
                       cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
                       CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, MASK: tl.constexpr,
-                      BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr, dtype: tl.constexpr):
+                      BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
+                      LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr):
     """Steady state: QK^T of block cnt overlapped with PV of block cnt-1 (p holds its probs: in
     the MMA dtype, or fp32 with LATE_P_CAST, cast only once this block's QK^T is issued, so the
     cast runs beside the tensor core instead of before the issue, as the TLX tutorial does)."""
@@ -133,10 +192,13 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
     qk = tlx.async_dot_wait(1, qk)
     tlx.barrier_arrive(k_empties[k_idx], 1)
     p_f32, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window,
-                                            CAUSAL, HAS_WINDOW, MASK, BLOCK_N)
+                                            CAUSAL, HAS_WINDOW, MASK, BLOCK_N, LAZY_RESCALE)
     acc = tlx.async_dot_wait(0, acc)  # PV done: V slot free, acc safe to rescale
     tlx.barrier_arrive(v_empties[v_idx], 1)
-    acc = acc * alpha[:, None]
+    if LAZY_RESCALE:
+        acc = _rescale_lazily(acc, alpha)
+    else:
+        acc = acc * alpha[:, None]
     if not LATE_P_CAST:
         p_f32 = p_f32.to(dtype)
     return acc, p_f32, m_i, l_i, cnt + 1
@@ -155,6 +217,7 @@ def jfa_fwd_kernel(
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
+    LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -337,11 +400,11 @@ def jfa_fwd_kernel(
                             if first_full:  # every real row sees all its keys: the mask is a no-op
                                 p_f32, alpha, m_i, l_i = _softmax_block(
                                     qk, m_i, l_i, qk_scale, rows, lo, klen, window, CAUSAL,
-                                    HAS_WINDOW, False, BLOCK_N)
+                                    HAS_WINDOW, False, BLOCK_N, LAZY_RESCALE)
                             else:
                                 p_f32, alpha, m_i, l_i = _softmax_block(
                                     qk, m_i, l_i, qk_scale, rows, lo, klen, window, CAUSAL,
-                                    HAS_WINDOW, True, BLOCK_N)
+                                    HAS_WINDOW, True, BLOCK_N, LAZY_RESCALE)
                             p = p_f32 if LATE_P_CAST else p_f32.to(dtype)
                             cnt_kv += 1
                             if O_IN_Q:
@@ -353,19 +416,19 @@ def jfa_fwd_kernel(
                                     q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                     qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                                    BLOCK_N, LATE_P_CAST, dtype)
+                                    BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
                             for j in range(a, c):
                                 acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                     q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                     qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False,
-                                    BLOCK_N, LATE_P_CAST, dtype)
+                                    BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
                             for j in range(c, nblk):
                                 acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                     q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                     qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                                    BLOCK_N, LATE_P_CAST, dtype)
+                                    BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
                             # epilogue: PV of the last block
                             v_idx, v_phase = _bufidx_phase(cnt_kv - 1, NUM_BUF_KV)
                             tlx.barrier_wait(v_fulls[v_idx], v_phase)
@@ -374,7 +437,10 @@ def jfa_fwd_kernel(
                             tlx.barrier_arrive(v_empties[v_idx], 1)
                             # normalise; rows that saw no visible key keep O = 0, LSE = -inf
                             l_safe = tl.where(l_i == 0.0, 1.0, l_i)
-                            o = (acc / l_safe[:, None]).to(dtype)  # cast before the store's relayout
+                            if RCP_NORMALISE:  # one reciprocal per row, not a division per element
+                                o = (acc * (1.0 / l_safe)[:, None]).to(dtype)
+                            else:
+                                o = (acc / l_safe[:, None]).to(dtype)  # cast before the store's relayout
                             lse = tl.where(l_i == 0.0, float("-inf"),
                                            (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
                             if O_IN_Q:

@@ -587,6 +587,63 @@ def test_forward_switch_changes_no_value(case, field):
     assert torch.equal(out, out_f) and torch.equal(lse, lse_f)
 
 
+def growing_score_inputs(case: Case, seed: int):
+    """make_inputs with keys whose scores grow along each sequence (std ~1 at its start to ~25 at
+    its end) plus, per sequence, one late key aimed at a single query row: row maxima move by more
+    than the lazy rescale's 2^8 slack at different blocks in different rows, so within one warp some
+    threads rescale their accumulator while others skip it, and single rows (r or r + 8 of a
+    thread's pair) move alone."""
+    q, k, v, q_off, k_off, q_lens, k_lens = make_inputs(case, seed)
+    g = torch.Generator().manual_seed(seed + 7)
+    kf = k.float()
+    start = 0
+    for b, n in enumerate(k_lens):
+        if n:
+            pos = torch.arange(n, device=k.device, dtype=torch.float32)
+            kf[start:start + n] *= (1 + 24 * pos / max(n - 1, 1))[:, None, None]
+            if n >= 4:  # one late key aligned with one query row of this sequence
+                j = start + int(torch.randint(n // 2, n, (1,), generator=g))
+                q_start = 0 if q_off is None else int(q_off[b])
+                q_n = case.max_q if q_off is None else q_lens[b]
+                if q_n:
+                    row = q_start + int(torch.randint(0, q_n, (1,), generator=g))
+                    G = case.hq // case.hkv
+                    kf[j] = 4 * q[row, ::G].float()
+        start += n
+    return q, kf.to(k.dtype), v, q_off, k_off, q_lens, k_lens
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("overrides", [{}, {"lazy_rescale": True}, {"rcp_normalise": True}],
+                         ids=["default", "lazy-rescale", "rcp-normalise"])
+@pytest.mark.parametrize("case", flip_cases(), ids=lambda c: c.name)
+def test_forward_with_row_maxima_moving_late(case, overrides):
+    """Scores whose row maxima keep moving late in the sequence: the forward (the default, and with
+    the FwdConfig switches that change its rounding) against the reference."""
+    from kernels import tlx_hopper
+
+    q, k, v, q_off, k_off, q_lens, k_lens = growing_score_inputs(case, zlib.crc32(case.name.encode()))
+    scale = 1 / math.sqrt(case.d)
+    params = _params(case, scale)
+    bcast = case.mode == "bcast"
+    cfg = dataclasses.replace(tlx_hopper.fwd_config(case.d, bcast, q.shape[0] if bcast else 0,
+                                                    tlx_hopper.call_tile_window(k, params)),
+                              **overrides)
+    tlx_hopper.POISON_OUTPUTS = True
+    out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=cfg)
+    ref_out, ref_lse = reference(q, k, v, q_lens, k_lens, case, scale)
+    assert not torch.isnan(out).any() and not torch.isnan(lse).any()
+    live = ~torch.isinf(ref_lse)
+    assert torch.equal(torch.isinf(lse), ~live)
+    assert _rel(out, ref_out) < 1.2e-2, _rel(out, ref_out)
+    # per row too: one wrongly scaled row hides in a norm over thousands
+    row_err = (out.float() - ref_out).norm(dim=-1) / ref_out.norm(dim=-1).clamp_min(1e-3)
+    assert row_err.max().item() < 5e-2, row_err.max().item()
+    if live.any():
+        assert (lse[live] - ref_lse[live]).abs().max().item() < 3e-2
+
+
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
 def test_long_sequences_take_window_zero_and_match_window_one():
