@@ -135,10 +135,15 @@ class FwdConfig:
     warp_arrive: bool = False
     # a row's running max moves only when a block raises it by more than 2^8, and threads whose
     # rows kept theirs branch over the accumulator's rescale (FlashAttention-4's lazy rescale;
-    # `tlx_hopper_fwd.RESCALE_SLACK`): the same softmax up to rounding, not bit-identical
+    # `tlx_hopper_fwd.RESCALE_SLACK`): the same softmax up to rounding, not bit-identical. Run 28
+    # (H200, 4 ABBA rounds): PMA forward -1 to -3 % (consumer instructions -14 %), self +1.3 / +1.9
+    # %, dense 0, so `fwd_config` takes it for broadcast Q at D=128 only
     lazy_rescale: bool = False
     # the epilogue normalises O by one reciprocal per row and a multiply per element instead of an
-    # fp32 division per element (div.full: a range check and a predicated rescale each in the SASS)
+    # fp32 division per element (div.full: a range check and a predicated rescale each in the SASS;
+    # -8 % SASS in the PMA q128 kernel). Run 28: bit-identical O on all nine bench rows (the bf16
+    # cast hides the fp32 ulp); PMA forward -0.2 to -4 %, self/dense -0.2 to +1.0 %: on for
+    # broadcast Q at D=128
     rcp_normalise: bool = False
 
     @property
@@ -163,14 +168,16 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 
     o_by_tma = broadcast_q and head_dim > 64
     if broadcast_q and 128 < q_len <= 192:
         return FwdConfig(num_groups=3, block_n=64, num_buf_q=1, num_buf_kv=3, consumer_regs=160,
-                         tile_window=tile_window, tma_store_o=o_by_tma, warp_arrive=head_dim > 64)
+                         tile_window=tile_window, tma_store_o=o_by_tma, warp_arrive=head_dim > 64,
+                         lazy_rescale=head_dim > 64, rcp_normalise=head_dim > 64)
     if broadcast_q and head_dim > 64:
         # PMA is memory-bound: 64-key stages keep more K/V bytes in flight than 128-key ones (run
         # 11: five beat four by 4.6 % at fill 0.9, with tl.store; the O staging tiles took the
         # fifth's place in run 23)
         return FwdConfig(num_groups=2, block_n=64, num_buf_q=1, num_buf_kv=4,
                          consumer_regs=232, tile_window=tile_window, late_p_cast=True,
-                         tma_store_o=o_by_tma, warp_arrive=True)
+                         tma_store_o=o_by_tma, warp_arrive=True, lazy_rescale=True,
+                         rcp_normalise=True)
     if broadcast_q:
         return FwdConfig(num_groups=2, block_n=128, num_buf_q=1, num_buf_kv=3, consumer_regs=232,
                          tile_window=tile_window)

@@ -170,3 +170,12 @@ def test_bwd_config_takes_the_split_role_pass_for_pma_q128_only():
 def test_per_thread_kv_release_for_broadcast_d128_only(head_dim, broadcast_q, q_len):
     # run 27's A/B: PMA D=128 forwards gained, self and dense lost 1-2 %; D=64 was not measured
     assert fwd_config(head_dim, broadcast_q, q_len).warp_arrive == (broadcast_q and head_dim == 128)
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("broadcast_q,q_len", [(False, 0), (True, 192), (True, 128), (True, 1)])
+def test_lazy_rescale_and_reciprocal_for_broadcast_d128_only(head_dim, broadcast_q, q_len):
+    # run 28's A/Bs: PMA D=128 forwards gained with each, self lost 1-2 % with the lazy rescale;
+    # D=64 was not measured
+    cfg = fwd_config(head_dim, broadcast_q, q_len)
+    assert cfg.lazy_rescale == cfg.rcp_normalise == (broadcast_q and head_dim == 128)
