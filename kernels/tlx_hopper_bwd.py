@@ -166,7 +166,6 @@ def jfa_bwd_dkdv_kernel(
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, EARLY_Q_RELEASE: tl.constexpr,
-    WARP_ARRIVE: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -186,22 +185,13 @@ def jfa_bwd_dkdv_kernel(
     # step slot i: Q tile qdo_tiles[2i], dO tile qdo_tiles[2i + 1] (adjacent: FUSED_DQ stages over them)
     qdo_tiles = tlx.local_alloc((BLOCK_MQ, HEAD_DIM), dtype, 2 * NUM_BUF_Q)
     kv_fulls = tlx.alloc_barriers(num_barriers=2 * NUM_BUF_KV, arrive_count=1)
-    if WARP_ARRIVE:
-        # every consumer thread arrives on its own (a slot held for a TMA store: the issuing thread
-        # after its store wait, so the phase still completes only once the store read the slot)
-        # instead of one thread per warpgroup after a bar.sync of its 128
-        kv_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=8)
-    else:
-        kv_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=2)
+    kv_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=2)
     # step slot i's row statistics: LSE (base 2, +inf where P = 0) at 2i, delta at 2i + 1
     step_stats = tlx.local_alloc((BLOCK_MQ,), tl.float32, 2 * NUM_BUF_Q)
     # a step's slot is full once its TMA bytes landed (arrival 1) and its statistics are stored
     # (arrival 2)
     q_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=2)
-    if WARP_ARRIVE:
-        q_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_Q, num_warps=8)
-    else:
-        q_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=2)
+    q_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=2)
     if FUSED_DQ:
         # dS^T of the step, one [64 keys, 64 queries] half per consumer: dQ's A operand (transposed)
         ds_tiles = tlx.local_alloc((HALF, BLOCK_MQ), dtype, 2)
