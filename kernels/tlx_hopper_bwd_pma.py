@@ -86,7 +86,6 @@ def jfa_bwd_pma_kernel(
     total_out,
     HEAD_DIM: tl.constexpr, NUM_BUF_KV: tl.constexpr, NUM_BUF_PS: tl.constexpr,
     SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr, FOLD_DELTA: tl.constexpr,
-    WARP_ARRIVE: tl.constexpr,
 ):
     BLOCK: tl.constexpr = 64           # keys per tile = query rows per step
     NSTEPS: tl.constexpr = 2
@@ -113,21 +112,13 @@ def jfa_bwd_pma_kernel(
     # a batch slot is full once its dO bytes landed and its statistics are stored (2 arrivals);
     # empty once both score warpgroups' dP^T and the gradient warpgroup's dV read it
     do_fulls = tlx.alloc_barriers(num_barriers=2, arrive_count=2)
+    do_empties = tlx.alloc_barriers(num_barriers=2, arrive_count=NSTEPS + 1)
     kv_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=1)
+    kv_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NSTEPS)
     # step s, ring slot i at s * NUM_BUF_PS + i: full once the score warpgroup stored P^T/dS^T;
     # free once the gradient warpgroup's dV/dK (and staging) and the score warpgroup's dQ read them
-    if WARP_ARRIVE:
-        # the consumer roles' arrivals from every thread (each after its own reads, or its own
-        # stores and proxy fence) instead of one per warpgroup after a bar.sync of its 128 threads
-        do_empties = tlx.alloc_warp_barrier(num_barriers=2, num_warps=4 * (NSTEPS + 1))
-        kv_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * NSTEPS)
-        ps_fulls = tlx.alloc_warp_barrier(num_barriers=NSTEPS * NUM_BUF_PS, num_warps=4)
-        ps_empties = tlx.alloc_warp_barrier(num_barriers=NSTEPS * NUM_BUF_PS, num_warps=8)
-    else:
-        do_empties = tlx.alloc_barriers(num_barriers=2, arrive_count=NSTEPS + 1)
-        kv_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NSTEPS)
-        ps_fulls = tlx.alloc_barriers(num_barriers=NSTEPS * NUM_BUF_PS, arrive_count=1)
-        ps_empties = tlx.alloc_barriers(num_barriers=NSTEPS * NUM_BUF_PS, arrive_count=2)
+    ps_fulls = tlx.alloc_barriers(num_barriers=NSTEPS * NUM_BUF_PS, arrive_count=1)
+    ps_empties = tlx.alloc_barriers(num_barriers=NSTEPS * NUM_BUF_PS, arrive_count=2)
     n_tiles = tl.load(n_entries) * H
     n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_head, True)
 

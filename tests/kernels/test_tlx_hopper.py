@@ -402,8 +402,6 @@ BWD_SWITCHES = {
     # the split-role pass with the preprocess kernel's delta (bwd_config: it sums delta itself from O
     # rows sent through its K/V ring)
     "bwd-pma-preprocess": ({"pma_fold_delta": False}, lambda: pma_roles_cases()),
-    # its ring releases by every thread of the consumer roles
-    "bwd-pma-warp-arrive": ({"pma_warp_arrive": True}, lambda: pma_roles_cases()),
 }
 
 
