@@ -156,8 +156,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
         const = dict(HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs,
                      CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast,
                      TMA_EPILOGUE=cfg.dkdv_tma_store, FUSED_DQ=fused,
-                     EARLY_Q_RELEASE=cfg.dkdv_early_q_release,
-                     WAR_FENCES=cfg.dkdv_war_fences)
+                     EARLY_Q_RELEASE=cfg.dkdv_early_q_release)
     else:
         fn = jfa_bwd_dq_kernel
         sig["desc_k"] = sig["desc_v"] = _tdesc(dt, cfg.dq_block_n, d)

@@ -353,13 +353,6 @@ class BwdConfig:
     # backward on PMA q128/q192 fill 0.9 and -6..-8 % in 2 of 3 samples at q128 fill 0.5, but
     # +0..+6 % on self and +1 % on dense B4 H32, so `bwd_config` takes it for broadcast_q only
     dkdv_early_q_release: bool = False
-    # dK/dV pass: the proxy fences before a generic store into shared memory whose last readers
-    # were wgmmas already waited on by every reader (the dS^T halves, the dQ staging over the
-    # step's Q/dO, the dK/dV staging over the K/V halves). The PTX ISA asks no fence for that
-    # direction once the async operation's completion is observed (triton-lang/triton#10668); each
-    # fence is MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S + a warpgroup bar.sync in the SASS. False
-    # drops them; the fences before the async reads (wgmma, TMA store) stay
-    dkdv_war_fences: bool = True
     # broadcast_q with 64 < q_len <= 128, one query head per KV head, no causal/window mask, D=128:
     # the one-pass backward with split warp roles (`tlx_hopper_bwd_pma`; `uses_pma_roles` decides),
     # deterministic (per-CTA dQ partials summed in CTA order); the other calls ignore it. Run 22
@@ -489,8 +482,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release,
-        WAR_FENCES=cfg.dkdv_war_fences, num_warps=4, num_stages=1)
+        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, num_warps=4, num_stages=1)
     if fused_dq:
         return dq_acc.to(query.dtype), dk, dv
 

@@ -166,7 +166,6 @@ def jfa_bwd_dkdv_kernel(
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, EARLY_Q_RELEASE: tl.constexpr,
-    WAR_FENCES: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -321,8 +320,7 @@ def jfa_bwd_dkdv_kernel(
                                 # then read both (rows past qlen have dS = 0: their reduce-add
                                 # into the neighbour's rows adds exact zeros; broadcast_q: every
                                 # tile adds into the same q_len rows)
-                                if WAR_FENCES:
-                                    tlx.fence("async_shared")
+                                tlx.fence("async_shared")
                                 tlx.local_store(ds_tiles[cid], dst)
                                 tlx.fence("async_shared")
                                 tlx.named_barrier_wait(DS_READY_BAR, 256)
@@ -346,8 +344,7 @@ def jfa_bwd_dkdv_kernel(
                                 # partial over them and reduce-add it into dQ by TMA
                                 tlx.named_barrier_wait(STEP_DONE_BAR, 256)
                                 stage = dq_stage[2 * q_slot + cid]
-                                if WAR_FENCES:
-                                    tlx.fence("async_shared")
+                                tlx.fence("async_shared")
                                 tlx.local_store(stage, dq * sm_scale)
                                 tlx.fence("async_shared")
                                 tlx.async_descriptor_store(desc_dq, stage,
@@ -359,8 +356,7 @@ def jfa_bwd_dkdv_kernel(
                             cnt_q += 1
                         # This warpgroup's K/V halves are free (its last wgmma was waited on;
                         # FUSED_DQ: the other's too, STEP_DONE_BAR): stage dK, dV there
-                        if WAR_FENCES:
-                            tlx.fence("async_shared")
+                        tlx.fence("async_shared")
                         tlx.local_store(k_c, (dk * sm_scale).to(dtype))
                         tlx.local_store(v_c, dv.to(dtype))
                         tlx.fence("async_shared")

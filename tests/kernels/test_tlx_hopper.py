@@ -392,8 +392,6 @@ BWD_SWITCHES = {
                             lambda: [c for c in bwd_cases() if c.d == 128 and c.mode == "bcast"]),
     "bwd-late-q-release": ({"dkdv_early_q_release": False},
                            lambda: [c for c in bwd_cases() if c.d == 128 and c.mode != "bcast"]),
-    # the dK/dV pass without its write-after-read proxy fences (D=64: the two-pass backward's pass)
-    "bwd-dkdv-no-war-fences": ({"dkdv_war_fences": False}, lambda: bwd_cases()),
     # broadcast_q q_len 65-128 without the split-role pass (bwd_config takes it there): the fused one
     "bwd-no-pma-roles": ({"pma_roles": False}, lambda: [c for c in pma_roles_cases() + bwd_cases()
                                                         if c.d == 128 and c.mode == "bcast"]),
