@@ -82,16 +82,12 @@ def _rescale_lazily(acc, alpha):
                                       is_pure=True, pack=2)
     alpha2 = tl.broadcast_to(alpha[:, None], acc.shape)
     moved2 = tl.broadcast_to(moved[:, None], acc.shape)
-    if acc.shape[1] == 128:
-        acc = tl.inline_asm_elementwise(RESCALE_ASM_D128, RESCALE_CONSTRAINTS_D128,
-                                        [acc, alpha2, moved2], dtype=tl.float32, is_pure=True,
-                                        pack=64)
-    else:
-        tl.static_assert(acc.shape[1] == 64)
-        acc = tl.inline_asm_elementwise(RESCALE_ASM_D64, RESCALE_CONSTRAINTS_D64,
-                                        [acc, alpha2, moved2], dtype=tl.float32, is_pure=True,
-                                        pack=32)
-    return acc
+    tl.static_assert(acc.shape[1] == 64 or acc.shape[1] == 128)
+    d128: tl.constexpr = acc.shape[1] == 128
+    return tl.inline_asm_elementwise(RESCALE_ASM_D128 if d128 else RESCALE_ASM_D64,
+                                     RESCALE_CONSTRAINTS_D128 if d128 else RESCALE_CONSTRAINTS_D64,
+                                     [acc, alpha2, moved2], dtype=tl.float32, is_pure=True,
+                                     pack=acc.shape[1] // 2)
 
 
 @triton.jit
