@@ -463,10 +463,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         return _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, dk, dv,
                                    scale, n_sm)
     fused_dq = fuses_dq(cfg, d, broadcast, bool(params.deterministic))
-    fold_delta = folds_delta(cfg, d, broadcast, bool(params.deterministic))
-    # folded: the pass sums delta itself and never reads this pointer
-    delta = lse if fold_delta else torch.empty((hq, total_out), device=query.device,
-                                               dtype=torch.float32)
+    delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
     # fused: fp32 dQ, zeroed by the preprocess kernel where its rows are the output rows
     # (self/cross); broadcast_q's q_len rows are few
     zero_in_preprocess = fused_dq and not broadcast
@@ -474,6 +471,9 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     if fused_dq:
         dq_acc = (torch.empty if zero_in_preprocess else torch.zeros)(
             query.shape, device=query.device, dtype=torch.float32)
+    fold_delta = folds_delta(cfg, d, broadcast, bool(params.deterministic))
+    if fold_delta and POISON_OUTPUTS:
+        delta.fill_(float("nan"))  # the pass sums delta itself and must not read this buffer
     if not fold_delta:
         launch(_jfa_bwd_preprocess_kernel, (triton_cdiv(total_out, 64), hq),
             out, grad_out, delta, dq_acc, total_out, hq, HEAD_DIM=d, BLOCK_R=64,
