@@ -123,7 +123,7 @@ def bwd_variants():
 def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides: dict | None = None):
     import dataclasses
 
-    from kernels.tlx_hopper import _check_config, bwd_config, folds_delta, fuses_dq
+    from kernels.tlx_hopper import _check_config, bwd_config, fuses_dq
     from kernels.tlx_hopper_bwd import jfa_bwd_dkdv_kernel, jfa_bwd_dq_kernel
 
     cfg = dataclasses.replace(bwd_config(d, bcast, q_len, num_heads=4, num_sms=132), **(overrides or {}))
@@ -149,15 +149,14 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
         fn = jfa_bwd_dkdv_kernel
         sig.update({"desc_dk": _tdesc(dt, 64, d), "desc_dv": _tdesc(dt, 64, d),
                     "desc_dq": _tdesc("fp32", 64, d // 2),
-                    "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}", "o_ptr": f"*{dt}", "do_ptr": f"*{dt}"})
+                    "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}"})
         ints = ("window", "B", "HKV", "G", "q_len", "NUM_NB", "total_out", "tile_window")
         _check_config(cfg, d)
         fused = fuses_dq(cfg, d, bcast, deterministic=False)
         const = dict(HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs,
                      CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast,
                      TMA_EPILOGUE=cfg.dkdv_tma_store, FUSED_DQ=fused,
-                     EARLY_Q_RELEASE=cfg.dkdv_early_q_release,
-                     FOLD_DELTA=folds_delta(cfg, d, bcast, deterministic=False))
+                     EARLY_Q_RELEASE=cfg.dkdv_early_q_release)
     else:
         fn = jfa_bwd_dq_kernel
         sig["desc_k"] = sig["desc_v"] = _tdesc(dt, cfg.dq_block_n, d)

@@ -357,11 +357,6 @@ class BwdConfig:
     # backward on PMA q128/q192 fill 0.9 and -6..-8 % in 2 of 3 samples at q128 fill 0.5, but
     # +0..+6 % on self and +1 % on dense B4 H32, so `bwd_config` takes it for broadcast_q only
     dkdv_early_q_release: bool = False
-    # broadcast_q with the fused dQ: the dK/dV pass's producer sums each step's delta = rowsum(dO *
-    # O) from the O and dO rows itself (beside the LSE it loads) instead of loading the preprocess
-    # kernel's, and the preprocess is not launched (run 15's profile: 0.08 ms of PMA q192's
-    # backward). Prepared in session 26 (compile check only)
-    dkdv_fold_delta: bool = False
     # broadcast_q with 64 < q_len <= 128, one query head per KV head, no causal/window mask, D=128:
     # the one-pass backward with split warp roles (`tlx_hopper_bwd_pma`; `uses_pma_roles` decides),
     # deterministic (per-CTA dQ partials summed in CTA order); the other calls ignore it. Run 22
@@ -405,12 +400,6 @@ def fuses_dq(cfg: BwdConfig, head_dim: int, broadcast_q: bool, deterministic: bo
     """Whether `backward` computes dQ inside the dK/dV pass (`BwdConfig.fused_dq`'s conditions;
     broadcast_q does not change them)."""
     return cfg.fused_dq and head_dim == 128 and not deterministic
-
-
-def folds_delta(cfg: BwdConfig, head_dim: int, broadcast_q: bool, deterministic: bool) -> bool:
-    """Whether the dK/dV pass sums delta itself (`BwdConfig.dkdv_fold_delta`: broadcast_q with the
-    fused dQ; self/cross keep the preprocess kernel, which also zeroes their fp32 dQ)."""
-    return cfg.dkdv_fold_delta and broadcast_q and fuses_dq(cfg, head_dim, broadcast_q, deterministic)
 
 
 def uses_pma_roles(cfg: BwdConfig, head_dim: int, broadcast_q: bool, q_len: int, num_heads: int,
@@ -471,13 +460,9 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     if fused_dq:
         dq_acc = (torch.empty if zero_in_preprocess else torch.zeros)(
             query.shape, device=query.device, dtype=torch.float32)
-    fold_delta = folds_delta(cfg, d, broadcast, bool(params.deterministic))
-    if fold_delta and POISON_OUTPUTS:
-        delta.fill_(float("nan"))  # the pass sums delta itself and must not read this buffer
-    if not fold_delta:
-        launch(_jfa_bwd_preprocess_kernel, (triton_cdiv(total_out, 64), hq),
-            out, grad_out, delta, dq_acc, total_out, hq, HEAD_DIM=d, BLOCK_R=64,
-            ZERO_DQ=zero_in_preprocess, num_warps=4)
+    launch(_jfa_bwd_preprocess_kernel, (triton_cdiv(total_out, 64), hq),
+        out, grad_out, delta, dq_acc, total_out, hq, HEAD_DIM=d, BLOCK_R=64,
+        ZERO_DQ=zero_in_preprocess, num_warps=4)
 
     desc_q = _descriptor(query, query.shape[0], 64)
     desc_do = _descriptor(grad_out, total_out, 64)
@@ -498,11 +483,10 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     launch(jfa_bwd_dkdv_kernel, (n_sm,),
         desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv, desc_dq, dk, dv, lse, delta, q_off,
         key_offset, entries, n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out,
-        cfg.tile_window or num_nb, out, grad_out,
+        cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, FOLD_DELTA=fold_delta,
-        num_warps=4, num_stages=1)
+        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, num_warps=4, num_stages=1)
     if fused_dq:
         return dq_acc.to(query.dtype), dk, dv
 

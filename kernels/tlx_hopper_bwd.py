@@ -36,8 +36,7 @@ critical path).
 
 Masking: query rows past qlen and rows that see no key get LSE' = +inf, so P = 0 there without a
 mask; the causal/window (and, in the dq pass, klen) masks are applied with tl.where on P.
-delta = rowsum(dO * O) comes from `_jfa_bwd_preprocess_kernel`, or with FOLD_DELTA (broadcast_q,
-fused dQ) pass 1's producer sums it from the step's O and dO rows beside the LSE it loads.
+delta = rowsum(dO * O) comes from `_jfa_bwd_preprocess_kernel`.
 """
 
 from __future__ import annotations
@@ -87,22 +86,6 @@ def _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0, pos, qlen):
     delta = tl.load(delta_ptr + h.to(tl.int64) * total_out + out_row0 + pos, mask=pos < qlen,
                     other=0.0)
     return _row_lse2(lse_ptr, h, total_out, out_row0, pos, qlen), delta
-
-
-@triton.jit
-def _row_delta(o_ptr, do_ptr, h, H, out_row0, pos, qlen, HEAD_DIM: tl.constexpr,
-               CHUNK: tl.constexpr):
-    """delta = rowsum(dO * O) in fp32 for output rows out_row0 + pos of head h (0 past qlen), in
-    column chunks so that the dK/dV pass's producer, at its few registers, can sum it."""
-    ok = (pos < qlen)[:, None]
-    base = (out_row0 + pos).to(tl.int64)[:, None] * (H * HEAD_DIM) + h * HEAD_DIM
-    delta = tl.zeros([pos.shape[0]], dtype=tl.float32)
-    for c in tl.static_range(0, HEAD_DIM, CHUNK):
-        offs = base + c + tl.arange(0, CHUNK)[None, :]
-        o = tl.load(o_ptr + offs, mask=ok, other=0.0).to(tl.float32)
-        do = tl.load(do_ptr + offs, mask=ok, other=0.0).to(tl.float32)
-        delta += tl.sum(o * do, 1)
-    return delta
 
 
 @triton.jit
@@ -180,11 +163,9 @@ def jfa_bwd_dkdv_kernel(
                                        #   box [64, D/2]
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, q_off, k_off, tile_entry, n_entries,
     sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out, tile_window,
-    o_ptr, do_ptr,                     # FOLD_DELTA: out, dO [total_out, Hq, D]
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, EARLY_Q_RELEASE: tl.constexpr,
-    FOLD_DELTA: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -249,14 +230,8 @@ def jfa_bwd_dkdv_kernel(
                             h, i0 = _dkdv_step(s, hk, G, qlo, nsteps, BLOCK_MQ)
                             q_slot, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
                             # the statistics' loads are in flight while the slot drains
-                            pos = i0 + tl.arange(0, BLOCK_MQ)
-                            if FOLD_DELTA:  # summed here from O and dO: no preprocess kernel
-                                lse2 = _row_lse2(lse_ptr, h, total_out, out_row0, pos, qlen)
-                                delta = _row_delta(o_ptr, do_ptr, h, HKV * G, out_row0, pos, qlen,
-                                                   HEAD_DIM, 8)
-                            else:
-                                lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out,
-                                                         out_row0, pos, qlen)
+                            lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
+                                                     i0 + tl.arange(0, BLOCK_MQ), qlen)
                             tlx.barrier_wait(q_empties[q_slot], q_phase ^ 1)
                             tlx.barrier_expect_bytes(q_fulls[q_slot], 2 * STEP_BYTES)
                             tlx.async_descriptor_load(desc_q, qdo_tiles[2 * q_slot],

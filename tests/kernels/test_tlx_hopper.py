@@ -404,10 +404,6 @@ BWD_SWITCHES = {
                             lambda: [c for c in bwd_cases() if c.d == 128 and c.mode == "bcast"]),
     "bwd-late-q-release": ({"dkdv_early_q_release": False},
                            lambda: [c for c in bwd_cases() if c.d == 128 and c.mode != "bcast"]),
-    # broadcast_q with the fused dQ: delta summed by the dK/dV pass's producer, no preprocess
-    # (the cases the split-role pass does not take)
-    "bwd-dkdv-fold-delta": ({"dkdv_fold_delta": True},
-                            lambda: [c for c in bwd_cases() if c.d == 128 and c.mode == "bcast"]),
     # broadcast_q q_len 65-128 without the split-role pass (bwd_config takes it there): the fused one
     "bwd-no-pma-roles": ({"pma_roles": False}, lambda: [c for c in pma_roles_cases() + bwd_cases()
                                                         if c.d == 128 and c.mode == "bcast"]),

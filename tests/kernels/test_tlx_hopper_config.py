@@ -5,8 +5,8 @@ import dataclasses
 import pytest
 import torch
 
-from kernels.tlx_hopper import (BwdConfig, _descriptor, bwd_config, folds_delta, fuses_dq,
-                                fwd_config, o_by_tma_only, tile_window_for, uses_pma_roles)
+from kernels.tlx_hopper import (BwdConfig, _descriptor, bwd_config, fuses_dq, fwd_config,
+                                o_by_tma_only, tile_window_for, uses_pma_roles)
 
 H200_L2 = 50 * 2**20
 
@@ -179,15 +179,3 @@ def test_lazy_rescale_and_reciprocal_for_broadcast_d128_only(head_dim, broadcast
     # D=64 was not measured
     cfg = fwd_config(head_dim, broadcast_q, q_len)
     assert cfg.lazy_rescale == cfg.rcp_normalise == (broadcast_q and head_dim == 128)
-
-
-@pytest.mark.parametrize("broadcast_q", [False, True])
-@pytest.mark.parametrize("head_dim,deterministic", [(128, False), (128, True), (64, False)])
-def test_fold_delta_only_for_the_fused_broadcast_pass(broadcast_q, head_dim, deterministic):
-    # the dK/dV pass sums delta itself only where it also fuses dQ and the call is broadcast_q
-    # (self/cross keep the preprocess, which zeroes their fp32 dQ too); off by default
-    cfg = dataclasses.replace(bwd_config(head_dim, broadcast_q, 192 if broadcast_q else 0, 3, 132),
-                              dkdv_fold_delta=True)
-    assert folds_delta(cfg, head_dim, broadcast_q, deterministic) == (
-        broadcast_q and head_dim == 128 and not deterministic)
-    assert not bwd_config(128, True, 192, 3, 132).dkdv_fold_delta
