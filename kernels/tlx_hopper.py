@@ -145,10 +145,6 @@ class FwdConfig:
     # cast hides the fp32 ulp); PMA forward -0.2 to -4 %, self/dense -0.2 to +1.0 %: on for
     # broadcast Q at D=128
     rcp_normalise: bool = False
-    # the softmax's row max and row sum combine each thread's columns as a binary tree (depth 4
-    # at 64 keys) instead of Triton's linear chain of 16 dependent FMNMX / FADD: run 28's profile
-    # has the PMA q128 forward's per-block chain latency-bound. Prepared in session 27
-    tree_reduce: bool = False
 
     @property
     def block_m(self) -> int:
@@ -322,7 +318,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
-        RCP_NORMALISE=cfg.rcp_normalise, TREE_REDUCE=cfg.tree_reduce, num_warps=4,
+        RCP_NORMALISE=cfg.rcp_normalise, num_warps=4,
         num_stages=1)
     return out, lse
 

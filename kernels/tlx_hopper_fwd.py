@@ -34,7 +34,6 @@ import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
 
-from kernels.tlx_ptx import rescale_asm, tree_reduce_asm
 from kernels.tlx_schedule import (kv_block_range, kv_unmasked_range, n_iterations, seq_bounds,
                                   tile_at)
 
@@ -49,19 +48,30 @@ O_STAGE_BAR = tl.constexpr(12)  # broadcast TMA_STORE_O: group c's O tile is fre
 # over the accumulator's rescale (FlashAttention-4's trick; Triton has no warp-uniform branch on
 # a tensor, so the branch is PTX)
 RESCALE_SLACK = tl.constexpr(8.0)
+
+
+def _rescale_asm(n: int) -> tuple[str, str]:
+    """PTX for `_rescale_lazily` over one thread's n accumulator elements: outputs $0..$n-1 (tied to
+    the inputs $n..$2n-1), their row factors $2n..$3n-1 and the thread's flag (all n equal) from
+    $3n. The label takes LLVM's per-asm-instance ${:uid}."""
+    muls = "\n".join(f"mul.f32 ${i}, ${i}, ${2 * n + i};" for i in range(n))
+    asm = ("{\n.reg .pred %skip;\n"
+           f"setp.eq.s32 %skip, ${3 * n}, 0;\n"
+           "@%skip bra jfa_rescale_done_${:uid};\n"
+           f"{muls}\n"
+           "jfa_rescale_done_${:uid}:\n}")
+    constraints = ",".join(["=f"] * n + [str(i) for i in range(n)] + ["f"] * n + ["r"] * n)
+    return asm, constraints
+
+
 # one thread holds HEAD_DIM / 2 of a 64-row fp32 accumulator (wgmma m64, 128 threads)
-RESCALE_ASM_D64, RESCALE_CONSTRAINTS_D64 = (tl.constexpr(x) for x in rescale_asm(32))
-RESCALE_ASM_D128, RESCALE_CONSTRAINTS_D128 = (tl.constexpr(x) for x in rescale_asm(64))
+RESCALE_ASM_D64, RESCALE_CONSTRAINTS_D64 = (tl.constexpr(x) for x in _rescale_asm(32))
+RESCALE_ASM_D128, RESCALE_CONSTRAINTS_D128 = (tl.constexpr(x) for x in _rescale_asm(64))
 # 1 in both outputs when either of the thread's two rows (wgmma m64: rows r and r + 8) has
 # alpha != 1; the GPU tests that let single rows' maxima move late check this grouping
 ROWS_MOVED_ASM = tl.constexpr(
     "{ .reg .pred %a, %b; setp.neu.f32 %a, $2, 0f3F800000; setp.neu.f32 %b, $3, 0f3F800000; "
     "or.pred %a, %a, %b; selp.s32 $0, 1, 0, %a; mov.b32 $1, $0; }")
-# TREE_REDUCE: one thread's 32 (64-key blocks) or 64 (128-key blocks) score elements
-TREE_MAX_ASM_64, TREE_CONSTRAINTS_64 = (tl.constexpr(x) for x in tree_reduce_asm(32, "max"))
-TREE_SUM_ASM_64 = tl.constexpr(tree_reduce_asm(32, "add")[0])
-TREE_MAX_ASM_128, TREE_CONSTRAINTS_128 = (tl.constexpr(x) for x in tree_reduce_asm(64, "max"))
-TREE_SUM_ASM_128 = tl.constexpr(tree_reduce_asm(64, "add")[0])
 
 
 @triton.jit
@@ -78,28 +88,6 @@ def _rescale_lazily(acc, alpha):
                                      RESCALE_CONSTRAINTS_D128 if d128 else RESCALE_CONSTRAINTS_D64,
                                      [acc, alpha2, moved2], dtype=tl.float32, is_pure=True,
                                      pack=acc.shape[1] // 2)
-
-
-@triton.jit
-def _first(a, b):
-    return a
-
-
-@triton.jit
-def _row_reduce_tree(x, IS_MAX: tl.constexpr):
-    """tl.max / tl.sum over the rows of a wgmma accumulator x [64, C] (TREE_REDUCE), each thread's
-    C / 4 columns of a row combined as a binary tree (depth log2(C / 4)) instead of Triton's
-    linear chain, then across the row's 4 threads by shuffles as Triton does. The PTX leaves the
-    row's result in every element; the reduce that keeps each row's first element is free."""
-    C: tl.constexpr = x.shape[1]
-    tl.static_assert(C == 64 or C == 128)
-    if IS_MAX:
-        asm: tl.constexpr = TREE_MAX_ASM_64 if C == 64 else TREE_MAX_ASM_128
-    else:
-        asm: tl.constexpr = TREE_SUM_ASM_64 if C == 64 else TREE_SUM_ASM_128
-    full = tl.inline_asm_elementwise(asm, TREE_CONSTRAINTS_64 if C == 64 else TREE_CONSTRAINTS_128,
-                                     [x], dtype=tl.float32, is_pure=True, pack=C // 2)
-    return tl.reduce(full, 1, _first)
 
 
 @triton.jit
@@ -120,7 +108,7 @@ def _pingpong_leave(cid: tl.constexpr, NUM_GROUPS: tl.constexpr):
 @triton.jit
 def _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window, CAUSAL: tl.constexpr,
                    HAS_WINDOW: tl.constexpr, MASK: tl.constexpr, BLOCK_N: tl.constexpr,
-                   LAZY_RESCALE: tl.constexpr, TREE_REDUCE: tl.constexpr):
+                   LAZY_RESCALE: tl.constexpr):
     """Online-softmax update for one score block; returns (p fp32, alpha, m_i, l_i).
 
     m_i is the running max of the base-2 scaled scores (with LAZY_RESCALE, the max in use: up to
@@ -137,10 +125,7 @@ def _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window, CAUSAL: 
         if HAS_WINDOW:
             vis = vis & (cols >= rel - window) & (cols <= rel + window)
         qk = tl.where(vis, qk, float("-inf"))
-    if TREE_REDUCE:
-        m_blk = _row_reduce_tree(qk, True) * qk_scale
-    else:
-        m_blk = tl.max(qk, 1) * qk_scale
+    m_blk = tl.max(qk, 1) * qk_scale
     if LAZY_RESCALE:
         m_new = tl.where(m_blk > m_i + RESCALE_SLACK, m_blk, m_i)
     else:
@@ -151,10 +136,7 @@ def _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window, CAUSAL: 
         m_use = m_new
     p = tl.math.exp2(qk * qk_scale - m_use[:, None])
     alpha = tl.math.exp2(m_i - m_use)
-    if TREE_REDUCE:
-        l_i = l_i * alpha + _row_reduce_tree(p, False)
-    else:
-        l_i = l_i * alpha + tl.sum(p, 1)
+    l_i = l_i * alpha + tl.sum(p, 1)
     return p, alpha, m_new, l_i
 
 
@@ -189,8 +171,7 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
                       cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
                       CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, MASK: tl.constexpr,
                       BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
-                      LAZY_RESCALE: tl.constexpr, TREE_REDUCE: tl.constexpr,
-                      dtype: tl.constexpr):
+                      LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr):
     """Steady state: QK^T of block cnt overlapped with PV of block cnt-1 (p holds its probs: in
     the MMA dtype, or fp32 with LATE_P_CAST, cast only once this block's QK^T is issued, so the
     cast runs beside the tensor core instead of before the issue, as the TLX tutorial does)."""
@@ -207,8 +188,7 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
     qk = tlx.async_dot_wait(1, qk)
     tlx.barrier_arrive(k_empties[k_idx], 1)
     p_f32, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window,
-                                            CAUSAL, HAS_WINDOW, MASK, BLOCK_N, LAZY_RESCALE,
-                                            TREE_REDUCE)
+                                            CAUSAL, HAS_WINDOW, MASK, BLOCK_N, LAZY_RESCALE)
     acc = tlx.async_dot_wait(0, acc)  # PV done: V slot free, acc safe to rescale
     tlx.barrier_arrive(v_empties[v_idx], 1)
     if LAZY_RESCALE:
@@ -233,7 +213,7 @@ def jfa_fwd_kernel(
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
-    LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, TREE_REDUCE: tl.constexpr,
+    LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -416,11 +396,11 @@ def jfa_fwd_kernel(
                             if first_full:  # every real row sees all its keys: the mask is a no-op
                                 p_f32, alpha, m_i, l_i = _softmax_block(
                                     qk, m_i, l_i, qk_scale, rows, lo, klen, window, CAUSAL,
-                                    HAS_WINDOW, False, BLOCK_N, LAZY_RESCALE, TREE_REDUCE)
+                                    HAS_WINDOW, False, BLOCK_N, LAZY_RESCALE)
                             else:
                                 p_f32, alpha, m_i, l_i = _softmax_block(
                                     qk, m_i, l_i, qk_scale, rows, lo, klen, window, CAUSAL,
-                                    HAS_WINDOW, True, BLOCK_N, LAZY_RESCALE, TREE_REDUCE)
+                                    HAS_WINDOW, True, BLOCK_N, LAZY_RESCALE)
                             p = p_f32 if LATE_P_CAST else p_f32.to(dtype)
                             cnt_kv += 1
                             if O_IN_Q:
@@ -432,19 +412,19 @@ def jfa_fwd_kernel(
                                     q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                     qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                                    BLOCK_N, LATE_P_CAST, LAZY_RESCALE, TREE_REDUCE, dtype)
+                                    BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
                             for j in range(a, c):
                                 acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                     q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                     qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False,
-                                    BLOCK_N, LATE_P_CAST, LAZY_RESCALE, TREE_REDUCE, dtype)
+                                    BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
                             for j in range(c, nblk):
                                 acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                     q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                     qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                                    BLOCK_N, LATE_P_CAST, LAZY_RESCALE, TREE_REDUCE, dtype)
+                                    BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
                             # epilogue: PV of the last block
                             v_idx, v_phase = _bufidx_phase(cnt_kv - 1, NUM_BUF_KV)
                             tlx.barrier_wait(v_fulls[v_idx], v_phase)

@@ -627,9 +627,8 @@ def growing_score_inputs(case: Case, seed: int):
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("overrides", [{}, {"lazy_rescale": True}, {"rcp_normalise": True},
-                                       {"tree_reduce": True}],
-                         ids=["default", "lazy-rescale", "rcp-normalise", "tree-reduce"])
+@pytest.mark.parametrize("overrides", [{}, {"lazy_rescale": True}, {"rcp_normalise": True}],
+                         ids=["default", "lazy-rescale", "rcp-normalise"])
 @pytest.mark.parametrize("case", flip_cases(), ids=lambda c: c.name)
 def test_forward_with_row_maxima_moving_late(case, overrides):
     """Scores whose row maxima keep moving late in the sequence: the forward (the default, and with
