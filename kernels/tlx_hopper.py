@@ -353,13 +353,6 @@ class BwdConfig:
     # backward on PMA q128/q192 fill 0.9 and -6..-8 % in 2 of 3 samples at q128 fill 0.5, but
     # +0..+6 % on self and +1 % on dense B4 H32, so `bwd_config` takes it for broadcast_q only
     dkdv_early_q_release: bool = False
-    # fused dQ reduce-added from the consumers' registers by vector reds (`red.global.add.v2.f32`,
-    # rows past qlen skipped) instead of staged over the step's Q/dO tiles and reduce-added by TMA:
-    # no per-step STEP_DONE rendezvous, staging stores or proxy fences, and the Q/dO slot goes back
-    # to the producer once the step's dV/dK are done (the dS^T halves double-buffer by step parity,
-    # +16 KB of shared memory); one rendezvous per tile before the dK/dV staging. Same fp32 adds in
-    # another order (not bit-identical)
-    dkdv_dq_red: bool = False
     # broadcast_q with 64 < q_len <= 128, one query head per KV head, no causal/window mask, D=128:
     # the one-pass backward with split warp roles (`tlx_hopper_bwd_pma`; `uses_pma_roles` decides),
     # deterministic (per-CTA dQ partials summed in CTA order); the other calls ignore it. Run 22
@@ -459,14 +452,10 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     # fused: fp32 dQ, zeroed by the preprocess kernel where its rows are the output rows
     # (self/cross); broadcast_q's q_len rows are few
     zero_in_preprocess = fused_dq and not broadcast
-    dq_red = fused_dq and cfg.dkdv_dq_red
     dq_acc = delta  # not written without fused_dq
     if fused_dq:
-        # dkdv_dq_red adds every row of a 64-row step, rows past the query rows included (exact
-        # zeros): 64 rows of padding keep the last step's inside the buffer
-        rows = query.shape[0] + (DKDV_STEP if dq_red else 0)
         dq_acc = (torch.empty if zero_in_preprocess else torch.zeros)(
-            (rows,) + tuple(query.shape[1:]), device=query.device, dtype=torch.float32)
+            query.shape, device=query.device, dtype=torch.float32)
     launch(_jfa_bwd_preprocess_kernel, (triton_cdiv(total_out, 64), hq),
         out, grad_out, delta, dq_acc, total_out, hq, HEAD_DIM=d, BLOCK_R=64,
         ZERO_DQ=zero_in_preprocess, num_warps=4)
@@ -486,17 +475,16 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     else:
         desc_dk, desc_dv = desc_k, desc_v  # not written: every half takes tl.store
     # fused: each consumer reduce-adds a [64 rows, D/2 columns] fp32 partial
-    desc_dq = _descriptor(dq_acc, query.shape[0], 64, d // 2) if fused_dq else desc_q
+    desc_dq = _descriptor(dq_acc, dq_acc.shape[0], 64, d // 2) if fused_dq else desc_q
     launch(jfa_bwd_dkdv_kernel, (n_sm,),
-        desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv, desc_dq, dq_acc, dk, dv, lse, delta, q_off,
+        desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv, desc_dq, dk, dv, lse, delta, q_off,
         key_offset, entries, n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out,
         cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release,
-        DQ_RED=dq_red, num_warps=4, num_stages=1)
+        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, num_warps=4, num_stages=1)
     if fused_dq:
-        return dq_acc[:query.shape[0]].to(query.dtype), dk, dv
+        return dq_acc.to(query.dtype), dk, dv
 
     # dQ: Q-stationary (the forward's schedule shape)
     bm = cfg.dq_block_m

@@ -145,43 +145,6 @@ def _opaque(x):
                                      is_pure=False, pack=1)
 
 
-def _red_add_asm() -> tuple[str, str]:
-    """PTX reduce-adding one thread's 32 values of a [64, 64] fp32 wgmma accumulator into global
-    memory by 16 vector reds (`red.global.add.v2.f32`, sm_90): register 4j + 2h + k holds row
-    r + 8h, column c + 8j + k of the thread's (r, c) (`_red_add_rows`). $64: the byte address of
-    the thread's (r, c), $96: the row stride in elements. Outputs $0..$31 are dummies."""
-    reds = "\n".join(
-        f"red.global.add.v2.f32 [%a{h}+{32 * j}], {{${32 + 4 * j + 2 * h}, ${33 + 4 * j + 2 * h}}};"
-        for j in range(8) for h in range(2))
-    zero = "\n".join(f"mov.u32 ${i}, 0;" for i in range(32))
-    asm = ("{\n.reg .u64 %a0, %a1;\nmov.u64 %a0, $64;\nmul.wide.u32 %a1, $96, 32;\n"
-           f"add.u64 %a1, %a0, %a1;\n{reds}\n{zero}\n}}")
-    constraints = ",".join(["=r"] * 32 + ["f"] * 32 + ["l"] * 32 + ["r"] * 32)
-    return asm, constraints
-
-
-RED_ADD_ASM, RED_ADD_CONSTRAINTS = (tl.constexpr(x) for x in _red_add_asm())
-
-
-@triton.jit
-def _red_add_rows(acc_ptr, x, row0, col0, row_stride):
-    """DQ_RED: acc[row0 + r, col0 + c] += x[r, c] by vector reds from the registers x (a [64, 64]
-    wgmma accumulator of one warpgroup) sits in: no staging and no layout conversion (only scalars
-    enter besides x, as splats: index tensors would be converted through shared memory). In the
-    m64 accumulator layout warp w of the warpgroup holds rows 16w + lane/4 and that + 8, columns
-    2(lane % 4) + 8j + {0, 1}. Every row is added: rows past a sequence's query length add exact
-    zeros (dS = 0 there) into the neighbour's rows or the accumulator's 64 rows of padding."""
-    tl.static_assert(x.shape[0] == 64 and x.shape[1] == 64)
-    t = tlx.thread_id(0)  # the compiler's own (CSE'd) read: %tid.x inside the asm made ptxas spill
-    lane = t % 32
-    row = row0 + 16 * ((t // 32) % 4) + lane // 4
-    addr = (acc_ptr + row.to(tl.int64) * row_stride + col0 + 2 * (lane % 4)).to(tl.int64, bitcast=True)
-    tl.inline_asm_elementwise(
-        RED_ADD_ASM, RED_ADD_CONSTRAINTS,
-        [x, tl.full(x.shape, 0, tl.int64) + addr, tl.full(x.shape, 0, tl.int32) + row_stride],
-        dtype=tl.int32, is_pure=False, pack=32)
-
-
 @triton.jit
 def _release_held_q_slot(q_empties, held_q):
     """FUSED_DQ: give the Q/dO slot (held_q >= 0) that staged the previous step's dQ partial back
@@ -198,13 +161,11 @@ def jfa_bwd_dkdv_kernel(
     desc_dk, desc_dv,                  # TMA stores of dK/dV [total_kv, Hkv*D] (TMA_EPILOGUE)
     desc_dq,                           # FUSED_DQ: TMA reduce-add target, fp32 dQ [rows_q, Hq*D],
                                        #   box [64, D/2]
-    dq_acc_ptr,                        # DQ_RED: the same fp32 dQ, reduce-added from registers
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, q_off, k_off, tile_entry, n_entries,
     sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out, tile_window,
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, EARLY_Q_RELEASE: tl.constexpr,
-    DQ_RED: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -231,12 +192,9 @@ def jfa_bwd_dkdv_kernel(
     # (arrival 2)
     q_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=2)
     q_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_Q, arrive_count=2)
-    tl.static_assert(not DQ_RED or FUSED_DQ)
     if FUSED_DQ:
-        # dS^T of the step, one [64 keys, 64 queries] half per consumer: dQ's A operand (transposed).
-        # DQ_RED: two pairs by step parity, so a consumer may publish the next step's half while its
-        # peer's dQ wgmma still reads this step's (the DS_READY of a step orders the reuse)
-        ds_tiles = tlx.local_alloc((HALF, BLOCK_MQ), dtype, 4 if DQ_RED else 2)
+        # dS^T of the step, one [64 keys, 64 queries] half per consumer: dQ's A operand (transposed)
+        ds_tiles = tlx.local_alloc((HALF, BLOCK_MQ), dtype, 2)
         # consumer c's fp32 dQ partial [64 queries, D/2 columns] is staged over the step's Q tile
         # (c = 0) or dO tile (c = 1): the same bytes, free once both consumers' wgmmas finished
         dq_stage = tlx.local_alloc((BLOCK_MQ, DQ_COLS), tl.float32, 2 * NUM_BUF_Q, reuse=qdo_tiles)
@@ -338,7 +296,7 @@ def jfa_bwd_dkdv_kernel(
                             else:
                                 st = tlx.async_dot(k_c, tlx.local_trans(q_t))
                                 dpt = tlx.async_dot(v_c, tlx.local_trans(do_t))
-                            if FUSED_DQ and EARLY_Q_RELEASE and not DQ_RED:
+                            if FUSED_DQ and EARLY_Q_RELEASE:
                                 held_q = _release_held_q_slot(q_empties, held_q)
                             st = tlx.async_dot_wait(1, st)
                             pt = _dkdv_probs(st, lse2, kv_pos, i0, window, qk_scale, CAUSAL,
@@ -351,7 +309,7 @@ def jfa_bwd_dkdv_kernel(
                             dst = (pt * (dpt - delta[None, :])).to(dtype)
                             dv = tlx.async_dot(pt.to(dtype), do_t, dv)
                             dk = tlx.async_dot(dst, q_t, dk)
-                            if FUSED_DQ and not EARLY_Q_RELEASE and not DQ_RED:
+                            if FUSED_DQ and not EARLY_Q_RELEASE:
                                 # the previous step's dQ reduce-add has had this step's S^T/dP^T
                                 # and P^T math to read its staging; waiting for it right after
                                 # issuing S^T/dP^T stalled the consumers (run 16's counters)
@@ -362,13 +320,12 @@ def jfa_bwd_dkdv_kernel(
                                 # then read both (rows past qlen have dS = 0: their reduce-add
                                 # into the neighbour's rows adds exact zeros; broadcast_q: every
                                 # tile adds into the same q_len rows)
-                                pair = 2 * (cnt_q % 2) if DQ_RED else 0
                                 tlx.fence("async_shared")
-                                tlx.local_store(ds_tiles[pair + cid], dst)
+                                tlx.local_store(ds_tiles[cid], dst)
                                 tlx.fence("async_shared")
                                 tlx.named_barrier_wait(DS_READY_BAR, 256)
                                 k0 = _opaque(2 * slot)
-                                d0 = _opaque(pair)
+                                d0 = _opaque(0)
                                 dq = tlx.async_dot(
                                     tlx.local_trans(ds_tiles[d0]),
                                     tlx.local_slice(k_tiles[k0], [0, cid * DQ_COLS],
@@ -381,14 +338,7 @@ def jfa_bwd_dkdv_kernel(
                             dv = tlx.async_dot_wait(0, dv)
                             if TMA_EPILOGUE:
                                 held_slot = _release_held_kv_slot(kv_empties, held_slot)
-                            if DQ_RED:
-                                # dV/dK have read the step's Q/dO: the slot goes back now, not
-                                # after a staged reduce-add read it
-                                tlx.barrier_arrive(q_empties[q_slot], 1)
-                                dq = tlx.async_dot_wait(0, dq)
-                                _red_add_rows(dq_acc_ptr, dq * sm_scale, q_row0 + i0,
-                                              h * HEAD_DIM + cid * DQ_COLS, HKV * G * HEAD_DIM)
-                            elif FUSED_DQ:
+                            if FUSED_DQ:
                                 dq = tlx.async_dot_wait(0, dq)
                                 # the step's Q/dO tiles and both dS^T halves are read: stage the
                                 # partial over them and reduce-add it into dQ by TMA
@@ -406,8 +356,6 @@ def jfa_bwd_dkdv_kernel(
                             cnt_q += 1
                         # This warpgroup's K/V halves are free (its last wgmma was waited on;
                         # FUSED_DQ: the other's too, STEP_DONE_BAR): stage dK, dV there
-                        if DQ_RED:  # once per tile: the peer's last dQ wgmma read this K half
-                            tlx.named_barrier_wait(STEP_DONE_BAR, 256)
                         tlx.fence("async_shared")
                         tlx.local_store(k_c, (dk * sm_scale).to(dtype))
                         tlx.local_store(v_c, dv.to(dtype))

@@ -404,11 +404,6 @@ BWD_SWITCHES = {
                             lambda: [c for c in bwd_cases() if c.d == 128 and c.mode == "bcast"]),
     "bwd-late-q-release": ({"dkdv_early_q_release": False},
                            lambda: [c for c in bwd_cases() if c.d == 128 and c.mode != "bcast"]),
-    # the fused dQ reduce-added from registers by vector reds (every D=128 fused case; broadcast
-    # q_len 65-128 through the fused pass too): rows past qlen into the padding, the dS^T ring by
-    # step parity, one rendezvous per tile
-    "bwd-dq-red": ({"dkdv_dq_red": True, "pma_roles": False},
-                   lambda: [c for c in bwd_cases() if c.d == 128]),
     # broadcast_q q_len 65-128 without the split-role pass (bwd_config takes it there): the fused one
     "bwd-no-pma-roles": ({"pma_roles": False}, lambda: [c for c in pma_roles_cases() + bwd_cases()
                                                         if c.d == 128 and c.mode == "bcast"]),
