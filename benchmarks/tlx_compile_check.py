@@ -71,8 +71,8 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len):
                  BROADCAST_Q=bcast, RESIDENT=bcast, TMA_STORE_O=cfg.tma_store_o,
                  SKIP_IDLE_GROUPS=cfg.skip_idle_groups, LATE_P_CAST=cfg.late_p_cast,
                  O_TMA_ONLY=o_by_tma_only(cfg, bcast, q_len), WARP_ARRIVE=cfg.warp_arrive,
-                 LAZY_RESCALE=cfg.lazy_rescale, RCP_NORMALISE=cfg.rcp_normalise,
-                 HALF_TAIL=cfg.half_tail)
+                 LAZY_RESCALE=cfg.lazy_rescale,
+                 RCP_NORMALISE=cfg.rcp_normalise)
     for k in const:
         sig[k] = "constexpr"
     src = triton.compiler.ASTSource(fn=jfa_fwd_kernel, signature=sig, constexprs=const,

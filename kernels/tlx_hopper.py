@@ -145,11 +145,6 @@ class FwdConfig:
     # cast hides the fp32 ulp); PMA forward -0.2 to -4 %, self/dense -0.2 to +1.0 %: on for
     # broadcast Q at D=128
     rcp_normalise: bool = False
-    # with BLOCK_N = 128: a tile's last block with at most 64 keys runs its QK^T, softmax and PV on
-    # the first half of its K/V slots (64-key wgmmas), so 128-key blocks pad a tile to a multiple
-    # of 64 keys, as 64-key blocks do, instead of 128. The loads are unchanged (whole 128-row
-    # boxes); the softmax is the same up to rounding (the block split differs from BLOCK_N = 64's)
-    half_tail: bool = False
 
     @property
     def block_m(self) -> int:
@@ -206,9 +201,6 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
         raise ValueError(f"tlx {type(cfg).__name__}: tile_window must be an int >= 0 (0: one sequence's "
                          f"blocks), got {cfg.tile_window!r}")
     if not isinstance(cfg, BwdConfig):
-        if cfg.half_tail and cfg.block_n != 128:
-            raise ValueError(f"tlx FwdConfig: half_tail needs block_n == 128 (its half blocks are "
-                             f"64-key wgmmas), got block_n={cfg.block_n}")
         return
     if cfg.pma_fold_delta and cfg.pma_buf_kv < 3:
         # a tile's K slot stays held until the next tile's dQ wgmma read it, and a batch element's
@@ -326,7 +318,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
-        RCP_NORMALISE=cfg.rcp_normalise, HALF_TAIL=cfg.half_tail, num_warps=4,
+        RCP_NORMALISE=cfg.rcp_normalise, num_warps=4,
         num_stages=1)
     return out, lse
 

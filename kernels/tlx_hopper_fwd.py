@@ -166,76 +166,19 @@ def _release_staged_q_slot(q_empties, release, held_o):
 
 
 @triton.jit
-def _prologue_block(q_buf, k_tiles, k_fulls, k_empties, m_i, l_i, cnt, unmasked, start_n, rows,
-                    klen, window, qk_scale, cid: tl.constexpr, NUM_GROUPS: tl.constexpr,
-                    NUM_BUF_KV: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
-                    BLOCK_N: tl.constexpr, LAZY_RESCALE: tl.constexpr, HEAD_DIM: tl.constexpr,
-                    HALF_BLOCK: tl.constexpr):
-    """A tile's first block: QK^T with no PV beside it, then its softmax (probs in fp32, m_i, l_i);
-    `unmasked` (every real row sees all its keys) is a runtime branch: the mask costs ~100
-    instructions per consumer and tile (sm_90 SASS), the per-tile code where ours outgrew the
-    tutorial's. HALF_BLOCK as in `_consume_kv_block` (always masked)."""
-    k_idx, k_phase = _bufidx_phase(cnt, NUM_BUF_KV)
-    tlx.barrier_wait(k_fulls[k_idx], k_phase)
-    _pingpong_enter(cid, NUM_GROUPS)
-    if HALF_BLOCK:  # the first BLOCK_N / 2 rows of the slot (HALF_TAIL)
-        qk = tlx.async_dot(q_buf, tlx.local_trans(
-            tlx.local_slice(k_tiles[k_idx], [0, 0], [BLOCK_N // 2, HEAD_DIM])))
-    else:
-        qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
-    _pingpong_leave(cid, NUM_GROUPS)
-    qk = tlx.async_dot_wait(0, qk)
-    tlx.barrier_arrive(k_empties[k_idx], 1)
-    if HALF_BLOCK:
-        p, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window,
-                                            CAUSAL, HAS_WINDOW, True, BLOCK_N // 2, LAZY_RESCALE)
-    elif unmasked:
-        p, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window,
-                                            CAUSAL, HAS_WINDOW, False, BLOCK_N, LAZY_RESCALE)
-    else:
-        p, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window,
-                                            CAUSAL, HAS_WINDOW, True, BLOCK_N, LAZY_RESCALE)
-    return p, m_i, l_i
-
-
-@triton.jit
-def _last_pv(acc, p, v_tiles, v_fulls, v_empties, cnt, NUM_BUF_KV: tl.constexpr,
-             BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, HALF_BLOCK: tl.constexpr):
-    """A tile's epilogue PV: acc += p V of its last block (slot of block count cnt), waited on, the
-    V slot released."""
-    v_idx, v_phase = _bufidx_phase(cnt, NUM_BUF_KV)
-    tlx.barrier_wait(v_fulls[v_idx], v_phase)
-    if HALF_BLOCK:
-        acc = tlx.async_dot(p, tlx.local_slice(v_tiles[v_idx], [0, 0], [BLOCK_N // 2, HEAD_DIM]), acc)
-    else:
-        acc = tlx.async_dot(p, v_tiles[v_idx], acc)
-    acc = tlx.async_dot_wait(0, acc)
-    tlx.barrier_arrive(v_empties[v_idx], 1)
-    return acc
-
-
-@triton.jit
 def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p,
                       m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
                       cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
                       CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, MASK: tl.constexpr,
                       BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
-                      LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr, HEAD_DIM: tl.constexpr,
-                      HALF_BLOCK: tl.constexpr):
+                      LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr):
     """Steady state: QK^T of block cnt overlapped with PV of block cnt-1 (p holds its probs: in
     the MMA dtype, or fp32 with LATE_P_CAST, cast only once this block's QK^T is issued, so the
-    cast runs beside the tensor core instead of before the issue, as the TLX tutorial does).
-    HALF_BLOCK: block cnt is a tile's last, with at most BLOCK_N / 2 keys; its scores come from the
-    first BLOCK_N / 2 rows of the K slot only (HALF_TAIL; a local_slice at each use: a memdesc
-    returned from a helper fails TLX's fixup pass), and its probs have BLOCK_N / 2 columns."""
+    cast runs beside the tensor core instead of before the issue, as the TLX tutorial does)."""
     k_idx, k_phase = _bufidx_phase(cnt, NUM_BUF_KV)
     tlx.barrier_wait(k_fulls[k_idx], k_phase)
     _pingpong_enter(cid, NUM_GROUPS)
-    if HALF_BLOCK:  # the first BLOCK_N / 2 rows of the slot (HALF_TAIL)
-        qk = tlx.async_dot(q_buf, tlx.local_trans(
-            tlx.local_slice(k_tiles[k_idx], [0, 0], [BLOCK_N // 2, HEAD_DIM])))
-    else:
-        qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
+    qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
     _pingpong_leave(cid, NUM_GROUPS)
     if LATE_P_CAST:
         p = p.to(dtype)
@@ -245,8 +188,7 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
     qk = tlx.async_dot_wait(1, qk)
     tlx.barrier_arrive(k_empties[k_idx], 1)
     p_f32, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window,
-                                            CAUSAL, HAS_WINDOW, MASK,
-                                            BLOCK_N // 2 if HALF_BLOCK else BLOCK_N, LAZY_RESCALE)
+                                            CAUSAL, HAS_WINDOW, MASK, BLOCK_N, LAZY_RESCALE)
     acc = tlx.async_dot_wait(0, acc)  # PV done: V slot free, acc safe to rescale
     tlx.barrier_arrive(v_empties[v_idx], 1)
     if LAZY_RESCALE:
@@ -271,7 +213,7 @@ def jfa_fwd_kernel(
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
-    LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, HALF_TAIL: tl.constexpr,
+    LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -441,73 +383,54 @@ def jfa_fwd_kernel(
                                 m0, qlen, klen, window, lo, nblk, CAUSAL, HAS_WINDOW, BLOCK_M,
                                 BLOCK_N)
 
-                            # a tile's last block with at most BLOCK_N / 2 keys takes the first
-                            # half of its K/V slots only (HALF_TAIL: a compile-time False otherwise)
-                            half_last = False
-                            half_only = False  # the tile's one block is such a block
-                            if HALF_TAIL:
-                                half_last = klen - lo - (nblk - 1) * BLOCK_N <= BLOCK_N // 2
-                                half_only = half_last & (nblk == 1)
-                            if half_only:
-                                p_h, m_i, l_i = _prologue_block(
-                                    q_buf, k_tiles, k_fulls, k_empties, m_i, l_i, cnt_kv, False,
-                                    lo, rows, klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV,
-                                    CAUSAL, HAS_WINDOW, BLOCK_N, LAZY_RESCALE, HEAD_DIM, True)
-                                cnt_kv += 1
-                                if O_IN_Q:
-                                    _release_staged_q_slot(q_empties, release, held_o)
-                                held_o = 0
-                                acc = _last_pv(acc, p_h.to(dtype), v_tiles, v_fulls, v_empties,
-                                               cnt_kv - 1, NUM_BUF_KV, BLOCK_N, HEAD_DIM, True)
+                            # prologue: QK^T of block 0, no PV yet
+                            k_idx, k_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
+                            tlx.barrier_wait(k_fulls[k_idx], k_phase)
+                            _pingpong_enter(cid, NUM_GROUPS)
+                            qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
+                            _pingpong_leave(cid, NUM_GROUPS)
+                            qk = tlx.async_dot_wait(0, qk)
+                            tlx.barrier_arrive(k_empties[k_idx], 1)
+                            # a runtime branch: the mask costs ~100 instructions per consumer and
+                            # tile (sm_90 SASS), the per-tile code where ours outgrew the tutorial's
+                            if first_full:  # every real row sees all its keys: the mask is a no-op
+                                p_f32, alpha, m_i, l_i = _softmax_block(
+                                    qk, m_i, l_i, qk_scale, rows, lo, klen, window, CAUSAL,
+                                    HAS_WINDOW, False, BLOCK_N, LAZY_RESCALE)
                             else:
-                                p, m_i, l_i = _prologue_block(
-                                    q_buf, k_tiles, k_fulls, k_empties, m_i, l_i, cnt_kv, first_full,
-                                    lo, rows, klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV,
-                                    CAUSAL, HAS_WINDOW, BLOCK_N, LAZY_RESCALE, HEAD_DIM, False)
-                                if not LATE_P_CAST:
-                                    p = p.to(dtype)
-                                cnt_kv += 1
-                                if O_IN_Q:
-                                    _release_staged_q_slot(q_empties, release, held_o)
-                                held_o = 0
-                                # masked head [1, a), unmasked bulk [a, c), masked tail [c, n_full)
-                                # and, with half_last, the half block n_full
-                                n_full = nblk
-                                if HALF_TAIL:
-                                    n_full = tl.where(half_last, nblk - 1, nblk)
-                                for j in range(1, a):
-                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
-                                        q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
-                                        v_empties, acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows,
-                                        klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
-                                        HAS_WINDOW, True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype,
-                                        HEAD_DIM, False)
-                                for j in range(a, c):
-                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
-                                        q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
-                                        v_empties, acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows,
-                                        klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
-                                        HAS_WINDOW, False, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype,
-                                        HEAD_DIM, False)
-                                for j in range(c, n_full):
-                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
-                                        q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
-                                        v_empties, acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows,
-                                        klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
-                                        HAS_WINDOW, True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype,
-                                        HEAD_DIM, False)
-                                if half_last:
-                                    acc, p_h, m_i, l_i, cnt_kv = _consume_kv_block(
-                                        q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
-                                        v_empties, acc, p, m_i, l_i, cnt_kv, lo + n_full * BLOCK_N,
-                                        rows, klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV,
-                                        CAUSAL, HAS_WINDOW, True, BLOCK_N, LATE_P_CAST,
-                                        LAZY_RESCALE, dtype, HEAD_DIM, True)
-                                    acc = _last_pv(acc, p_h.to(dtype), v_tiles, v_fulls, v_empties,
-                                                   cnt_kv - 1, NUM_BUF_KV, BLOCK_N, HEAD_DIM, True)
-                                else:
-                                    acc = _last_pv(acc, p.to(dtype), v_tiles, v_fulls, v_empties,
-                                                   cnt_kv - 1, NUM_BUF_KV, BLOCK_N, HEAD_DIM, False)
+                                p_f32, alpha, m_i, l_i = _softmax_block(
+                                    qk, m_i, l_i, qk_scale, rows, lo, klen, window, CAUSAL,
+                                    HAS_WINDOW, True, BLOCK_N, LAZY_RESCALE)
+                            p = p_f32 if LATE_P_CAST else p_f32.to(dtype)
+                            cnt_kv += 1
+                            if O_IN_Q:
+                                _release_staged_q_slot(q_empties, release, held_o)
+                            held_o = 0
+                            # masked head [1, a), unmasked bulk [a, c), masked tail [c, nblk)
+                            for j in range(1, a):
+                                acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
+                                    q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                                    acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
+                                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
+                                    BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
+                            for j in range(a, c):
+                                acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
+                                    q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                                    acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
+                                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False,
+                                    BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
+                            for j in range(c, nblk):
+                                acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
+                                    q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                                    acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
+                                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
+                                    BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
+                            # epilogue: PV of the last block
+                            v_idx, v_phase = _bufidx_phase(cnt_kv - 1, NUM_BUF_KV)
+                            tlx.barrier_wait(v_fulls[v_idx], v_phase)
+                            acc = tlx.async_dot(p.to(dtype), v_tiles[v_idx], acc)
+                            acc = tlx.async_dot_wait(0, acc)
+                            tlx.barrier_arrive(v_empties[v_idx], 1)
                             # normalise; rows that saw no visible key keep O = 0, LSE = -inf
                             l_safe = tl.where(l_i == 0.0, 1.0, l_i)
                             if RCP_NORMALISE:  # one reciprocal per row, not a division per element

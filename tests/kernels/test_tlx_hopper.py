@@ -599,33 +599,6 @@ def test_forward_switch_changes_no_value(case, field):
     assert torch.equal(out, out_f) and torch.equal(lse, lse_f)
 
 
-def half_tail_overrides(case: Case) -> dict | None:
-    """FwdConfig fields for `half_tail` on a forward case: its own 128-key blocks (self/cross,
-    broadcast D=64) or, for broadcast q_len <= 128 at D=128, 128-key blocks in two stages with the
-    P cast before the PV issue (what fits without spills); None for the 3-warpgroup q192 tile."""
-    from kernels import tlx_hopper
-
-    bcast = case.mode == "bcast"
-    cfg = tlx_hopper.fwd_config(case.d, bcast, case.max_q if bcast else 0)
-    if cfg.block_n == 128:
-        return {"half_tail": True}
-    if cfg.num_groups == 2:
-        return {"half_tail": True, "block_n": 128, "num_buf_kv": 2, "late_p_cast": False}
-    return None
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", [c for c in fwd_cases() + flip_cases() if half_tail_overrides(c)],
-                         ids=lambda c: c.name)
-def test_forward_half_tail(case):
-    """128-key blocks whose tile's last block, when it holds at most 64 keys, runs as a 64-key block
-    on the first half of its K/V slots: against the reference (odd lengths put the last block on
-    both sides of 64; length-1, whole-block and key-less sequences; masks; GQA; fp16)."""
-    res = check_forward(case, seed=zlib.crc32(case.name.encode()), overrides=half_tail_overrides(case))
-    assert res["ok"], res
-
-
 def growing_score_inputs(case: Case, seed: int):
     """make_inputs with keys whose scores grow along each sequence (std ~1 at its start to ~25 at
     its end) plus, per sequence, one late key aimed at a single query row: row maxima move by more

@@ -126,16 +126,6 @@ def test_fused_dq_at_d128_needs_a_two_slot_q_ring(slots):
         _check_config(BwdConfig(fused_dq=True, dkdv_buf_q=slots), 128)
 
 
-def test_half_tail_needs_128_key_blocks():
-    from kernels.tlx_hopper import _check_config, fwd_config
-
-    pma = fwd_config(128, True, 128)  # 64-key blocks
-    _check_config(dataclasses.replace(pma, block_n=128, num_buf_kv=2, half_tail=True))
-    _check_config(dataclasses.replace(fwd_config(128, False, 0), half_tail=True))  # 128 already
-    with pytest.raises(ValueError, match="tlx FwdConfig: half_tail needs block_n == 128 .*got block_n=64"):
-        _check_config(dataclasses.replace(pma, half_tail=True))
-
-
 @pytest.mark.parametrize("slots", [1, 2])
 def test_fold_delta_needs_a_third_kv_slot(slots):
     from kernels.tlx_hopper import _check_config
