@@ -150,8 +150,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
         sig.update({"desc_dk": _tdesc(dt, 64, d), "desc_dv": _tdesc(dt, 64, d),
                     "desc_dq": _tdesc("fp32", 64, d // 2),
                     "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}"})
-        ints = ("window", "B", "HKV", "G", "q_len", "NUM_NB", "total_out", "tile_window",
-                "dq_replicas")
+        ints = ("window", "B", "HKV", "G", "q_len", "NUM_NB", "total_out", "tile_window")
         _check_config(cfg, d)
         fused = fuses_dq(cfg, d, bcast, deterministic=False)
         const = dict(HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs,

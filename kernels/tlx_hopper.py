@@ -206,8 +206,6 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
         # a tile's K slot stays held until the next tile's dQ wgmma read it, and a batch element's
         # O rows take a slot before its first tile: with two, that tile waits for the held slot
         raise ValueError(f"tlx BwdConfig: pma_fold_delta needs pma_buf_kv >= 3, got {cfg.pma_buf_kv}")
-    if not (isinstance(cfg.dq_replicas, int) and cfg.dq_replicas >= 1):
-        raise ValueError(f"tlx BwdConfig: dq_replicas must be an int >= 1, got {cfg.dq_replicas!r}")
     if head_dim == 128 and cfg.fused_dq and cfg.dkdv_buf_q != 2:
         # one slot: a step's Q/dO slot is released only in the next step (after its dQ reduce-add
         # read it), a hang; three: 213,352 B + 32 KB does not fit in shared memory
@@ -355,9 +353,6 @@ class BwdConfig:
     # backward on PMA q128/q192 fill 0.9 and -6..-8 % in 2 of 3 samples at q128 fill 0.5, but
     # +0..+6 % on self and +1 % on dense B4 H32, so `bwd_config` takes it for broadcast_q only
     dkdv_early_q_release: bool = False
-    # fused dQ of broadcast_q: CTA p reduce-adds into replica p % dq_replicas of the fp32 q_len
-    # rows, summed after the pass (1: every CTA into the same rows)
-    dq_replicas: int = 1
     # broadcast_q with 64 < q_len <= 128, one query head per KV head, no causal/window mask, D=128:
     # the one-pass backward with split warp roles (`tlx_hopper_bwd_pma`; `uses_pma_roles` decides),
     # deterministic (per-CTA dQ partials summed in CTA order); the other calls ignore it. Run 22
@@ -458,11 +453,9 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     # (self/cross); broadcast_q's q_len rows are few
     zero_in_preprocess = fused_dq and not broadcast
     dq_acc = delta  # not written without fused_dq
-    replicas = cfg.dq_replicas if fused_dq and broadcast else 1
     if fused_dq:
         dq_acc = (torch.empty if zero_in_preprocess else torch.zeros)(
-            (replicas * query.shape[0],) + tuple(query.shape[1:]), device=query.device,
-            dtype=torch.float32)
+            query.shape, device=query.device, dtype=torch.float32)
     launch(_jfa_bwd_preprocess_kernel, (triton_cdiv(total_out, 64), hq),
         out, grad_out, delta, dq_acc, total_out, hq, HEAD_DIM=d, BLOCK_R=64,
         ZERO_DQ=zero_in_preprocess, num_warps=4)
@@ -486,13 +479,11 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     launch(jfa_bwd_dkdv_kernel, (n_sm,),
         desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv, desc_dq, dk, dv, lse, delta, q_off,
         key_offset, entries, n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out,
-        cfg.tile_window or num_nb, replicas,
+        cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
         FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, num_warps=4, num_stages=1)
     if fused_dq:
-        if replicas > 1:
-            dq_acc = dq_acc.view(replicas, *query.shape).sum(0)
         return dq_acc.to(query.dtype), dk, dv
 
     # dQ: Q-stationary (the forward's schedule shape)

@@ -162,7 +162,7 @@ def jfa_bwd_dkdv_kernel(
     desc_dq,                           # FUSED_DQ: TMA reduce-add target, fp32 dQ [rows_q, Hq*D],
                                        #   box [64, D/2]
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, q_off, k_off, tile_entry, n_entries,
-    sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out, tile_window, dq_replicas,
+    sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out, tile_window,
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, EARLY_Q_RELEASE: tl.constexpr,
@@ -347,11 +347,8 @@ def jfa_bwd_dkdv_kernel(
                                 tlx.fence("async_shared")
                                 tlx.local_store(stage, dq * sm_scale)
                                 tlx.fence("async_shared")
-                                # broadcast_q: CTA p adds into replica p % dq_replicas of the
-                                # q_len rows (fewer CTAs reducing into the same L2 lines)
                                 tlx.async_descriptor_store(desc_dq, stage,
-                                                           [q_row0 + i0 + (pid % dq_replicas) * q_len,
-                                                            h * HEAD_DIM + cid * DQ_COLS],
+                                                           [q_row0 + i0, h * HEAD_DIM + cid * DQ_COLS],
                                                            store_reduce="add")
                                 held_q = q_slot
                             else:

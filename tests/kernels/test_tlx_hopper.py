@@ -404,10 +404,6 @@ BWD_SWITCHES = {
                             lambda: [c for c in bwd_cases() if c.d == 128 and c.mode == "bcast"]),
     "bwd-late-q-release": ({"dkdv_early_q_release": False},
                            lambda: [c for c in bwd_cases() if c.d == 128 and c.mode != "bcast"]),
-    # the fused pass's broadcast dQ reduce-added into replicas of its q_len rows, CTA p into p % 4
-    # (q_len not a multiple of 64: a replica's last step adds zeros into the next one's rows)
-    "bwd-dq-replicas": ({"dq_replicas": 4, "pma_roles": False},
-                        lambda: [c for c in bwd_cases() if c.d == 128 and c.mode == "bcast"]),
     # broadcast_q q_len 65-128 without the split-role pass (bwd_config takes it there): the fused one
     "bwd-no-pma-roles": ({"pma_roles": False}, lambda: [c for c in pma_roles_cases() + bwd_cases()
                                                         if c.d == 128 and c.mode == "bcast"]),

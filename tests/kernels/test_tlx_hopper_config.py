@@ -126,15 +126,6 @@ def test_fused_dq_at_d128_needs_a_two_slot_q_ring(slots):
         _check_config(BwdConfig(fused_dq=True, dkdv_buf_q=slots), 128)
 
 
-@pytest.mark.parametrize("replicas", [0, -1, 2.0, None])
-def test_dq_replicas_rule(replicas):
-    from kernels.tlx_hopper import _check_config
-
-    _check_config(BwdConfig(dq_replicas=8), 128)
-    with pytest.raises(ValueError, match=r"tlx BwdConfig: dq_replicas must be an int >= 1, got "):
-        _check_config(BwdConfig(dq_replicas=replicas), 128)
-
-
 @pytest.mark.parametrize("slots", [1, 2])
 def test_fold_delta_needs_a_third_kv_slot(slots):
     from kernels.tlx_hopper import _check_config
