@@ -279,8 +279,7 @@ def run_shape(sh, do_bwd, tut, graphs=False):
     if AB_OVERRIDES:  # A/B: the same forward with some FwdConfig fields changed
         # both sides pass their config: the call's own choice costs host time that the fill-0.1
         # rows would otherwise charge to the default side only (run 23)
-        base = tlx_hopper.fwd_config(d, bcast, sh["q"] if bcast else 0,
-                                     tlx_hopper.call_tile_window(k, params))
+        base = tlx_hopper.call_fwd_config(q, k, k_off, params)
         alt = dataclasses.replace(base, **AB_OVERRIDES)
         fwd_base = lambda: tlx_hopper.forward(q, k, v, q_off, k_off, params, config=base)
         fwd_alt = lambda: tlx_hopper.forward(q, k, v, q_off, k_off, params, config=alt)

@@ -128,8 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     pieces = {
         "supports": lambda: tlx_hopper.supports(q, k, v, params),
         "torch.empty (out)": lambda: torch.empty_like(do),
-        "fwd_config + call_tile_window": lambda: tlx_hopper.fwd_config(
-            128, True, args.q_len, tlx_hopper.call_tile_window(k, params)),
+        "call_fwd_config": lambda: tlx_hopper.call_fwd_config(q, k, k_off, params),
         "torch.cuda.get_device_capability": lambda: torch.cuda.get_device_capability(q.device),
     }
     print("; ".join(f"{name}: {_median_us(fn, args.calls):.1f} us" for name, fn in pieces.items()))

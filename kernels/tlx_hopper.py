@@ -151,10 +151,19 @@ class FwdConfig:
         return 64 * self.num_groups
 
 
+# mean keys per sequence from which broadcast Q (q_len <= 128, D = 128) takes 128-key blocks
+# (`fwd_config`'s long_kv): half the blocks' fixed costs against a tail padded to 128 keys and a
+# two-stage ring. Run 30 (H200, PMA q128, forward, 128-key blocks / 64-key blocks, ABBA rounds):
+# 0.975 and 0.972 at a mean of ~920 keys (fill 0.9), 1.023 at ~510 (fill 0.5), 1.015 at ~100
+LONG_KV_MEAN = 640
+
+
 @functools.lru_cache(maxsize=256)  # a frozen dataclass per call shape: no rebuild per call
-def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 1) -> FwdConfig:
+def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 1,
+               long_kv: bool = False) -> FwdConfig:
     """Tile shape for a call. q_len is the broadcast Q length (ignored otherwise); tile_window as
-    `tile_window_for` chose it.
+    `tile_window_for` chose it; long_kv as `long_keys` found it (broadcast Q at D = 128 with q_len
+    <= 128 only).
 
     A 3-warpgroup tile (192 rows) fits PMA's q_len=192 exactly instead of wasting 64 of 256 rows;
     three consumers leave ~160 registers each, so it runs with 64-key blocks. Broadcast Q at D=128
@@ -170,6 +179,11 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 
         return FwdConfig(num_groups=3, block_n=64, num_buf_q=1, num_buf_kv=3, consumer_regs=160,
                          tile_window=tile_window, tma_store_o=o_by_tma, warp_arrive=head_dim > 64,
                          lazy_rescale=head_dim > 64, rcp_normalise=head_dim > 64)
+    if broadcast_q and head_dim > 64 and long_kv:
+        # two 128-key stages (the P cast before the PV issue: with it after, 32 words spill)
+        return FwdConfig(num_groups=2, block_n=128, num_buf_q=1, num_buf_kv=2,
+                         consumer_regs=232, tile_window=tile_window, tma_store_o=o_by_tma,
+                         warp_arrive=True, lazy_rescale=True, rcp_normalise=True)
     if broadcast_q and head_dim > 64:
         # PMA is memory-bound: 64-key stages keep more K/V bytes in flight than 128-key ones (run
         # 11: five beat four by 4.6 % at fill 0.9, with tl.store; the O staging tiles took the
@@ -186,6 +200,23 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 
     return FwdConfig(num_groups=2, block_n=128, num_buf_q=2, num_buf_kv=3 if head_dim <= 64 else 2,
                      consumer_regs=232, tma_store_o=True, skip_idle_groups=True,
                      tile_window=tile_window)
+
+
+def long_keys(key: torch.Tensor, key_offset: torch.Tensor) -> bool:
+    """Whether a call's sequences hold LONG_KV_MEAN keys or more on average (shapes only: no device
+    read)."""
+    return key.shape[0] >= LONG_KV_MEAN * max(key_offset.numel() - 1, 1)
+
+
+def call_fwd_config(query: torch.Tensor, key: torch.Tensor, key_offset: torch.Tensor,
+                    params) -> FwdConfig:
+    """`fwd_config`'s choice for a call (the launcher's default; tests and benchmarks derive their
+    variants from it). Long keys count without a window only: the 128-key broadcast tile spills
+    28-54 words with one (sm_90 compile check)."""
+    broadcast = bool(params.broadcast_q)
+    return fwd_config(query.shape[-1], broadcast, query.shape[0] if broadcast else 0,
+                      call_tile_window(key, params),
+                      params.window_size is None and long_keys(key, key_offset))
 
 
 def o_by_tma_only(cfg: FwdConfig, broadcast_q: bool, q_len: int) -> bool:
@@ -282,7 +313,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         out.zero_()
         lse.fill_(float("-inf"))
         return out, lse
-    cfg = config or fwd_config(d, broadcast, q_len, call_tile_window(key, params))
+    cfg = config or call_fwd_config(query, key, key_offset, params)
     _check_config(cfg)
     if cfg.tma_store_o and not broadcast and cfg.num_buf_q < 2:
         raise ValueError("tlx FwdConfig: tma_store_o with self/cross attention needs num_buf_q >= 2: "

@@ -58,6 +58,7 @@ class Case:
     causal: bool = False
     window: int | None = None
     lens: str = "random"   # "random" (with 0 and max forced in) | "full" | "empty_kv" | "empty_q" | "one"
+                           # | "long" (keys in [max/2, max], 0 and max forced in)
     grid: int | None = None  # force the persistent grid size (None: one CTA per SM)
 
     @property
@@ -76,6 +77,10 @@ def _lengths(n: int, max_len: int, how: str, g: torch.Generator) -> list[int]:
         return [max_len] * n
     if how == "one":
         return [1] * n
+    if how == "long":  # in [max/2, max] with one empty and one full: a mean >= max/2 for n >= 10
+        ls = torch.randint(max_len // 2, max_len + 1, (n,), generator=g).tolist()
+        ls[0], ls[1] = 0, max_len
+        return ls
     ls = torch.randint(0, max_len + 1, (n,), generator=g).tolist()
     if n >= 3:
         ls[0], ls[1] = 0, max_len
@@ -85,8 +90,8 @@ def _lengths(n: int, max_len: int, how: str, g: torch.Generator) -> list[int]:
 def make_inputs(case: Case, seed: int):
     g = torch.Generator().manual_seed(seed)
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[case.dtype]
-    k_lens = _lengths(case.B, case.max_kv, "full" if case.lens == "full" else
-                      ("one" if case.lens == "one" else "random"), g)
+    k_lens = _lengths(case.B, case.max_kv, case.lens if case.lens in ("full", "one", "long")
+                      else "random", g)
     if case.lens == "empty_kv":
         k_lens = [0] * case.B
     if case.mode == "bcast":
@@ -181,10 +186,7 @@ def check_forward(case: Case, seed: int = 0, inputs=None, overrides: dict | None
     params = _params(case, scale)
     config = None
     if overrides:
-        bcast = case.mode == "bcast"
-        config = dataclasses.replace(
-            tlx_hopper.fwd_config(case.d, bcast, q.shape[0] if bcast else 0,
-                                  tlx_hopper.call_tile_window(k, params)), **overrides)
+        config = dataclasses.replace(tlx_hopper.call_fwd_config(q, k, k_off, params), **overrides)
     tlx_hopper.POISON_OUTPUTS = True
     out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
     torch.cuda.synchronize()
@@ -351,7 +353,16 @@ def fwd_cases() -> list[Case]:
         C.append(Case("cross", 30, 100, 100, 2, 2, d, "bf16", lens="empty_kv"))
         C.append(Case("cross", 30, 100, 100, 2, 2, d, "bf16", lens="empty_q"))
         C.append(Case("self", 30, 100, 100, 2, 2, d, "bf16", lens="one"))
-    return C
+    return C + long_key_cases()
+
+
+def long_key_cases() -> list[Case]:
+    """Broadcast Q (q_len <= 128, D=128) with a mean key length above `tlx_hopper.LONG_KV_MEAN`:
+    the launcher's 128-key blocks (odd lengths, q_len not a multiple of 64, causal, GQA, fp16)."""
+    return [Case("bcast", 10, 128, 1500, 2, 2, 128, "bf16", lens="long"),
+            Case("bcast", 10, 100, 1500, 2, 2, 128, "fp16", lens="long"),
+            Case("bcast", 10, 128, 1500, 2, 2, 128, "bf16", True, lens="long"),
+            Case("bcast", 10, 64, 1500, 4, 2, 128, "bf16", lens="long")]
 
 
 def bwd_cases() -> list[Case]:
@@ -483,6 +494,16 @@ def test_forward(case):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("case", long_key_cases(), ids=lambda c: c.name)
+def test_long_key_cases_take_128_key_blocks(case):
+    """The long-key forward cases do exercise the launcher's 128-key broadcast configuration."""
+    from kernels import tlx_hopper
+
+    q, k, _, _, k_off, _, _ = make_inputs(case, zlib.crc32(case.name.encode()))
+    assert tlx_hopper.call_fwd_config(q, k, k_off, _params(case, 1.0)).block_n == 128
+
+
+@pytest.mark.gpu
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", grid_cases(), ids=lambda c: c.name)
 def test_forward_any_grid_size(case):
@@ -569,7 +590,7 @@ def flip_cases() -> list[Case]:
             Case("self", 30, 400, 400, 2, 2, 128, "bf16", False, 100),
             Case("cross", 30, 100, 100, 2, 2, 128, "bf16", lens="empty_kv"),
             Case("cross", 30, 200, 333, 4, 2, 64, "bf16", True, 100),
-            Case("self", 40, 333, 333, 2, 2, 64, "bf16")]
+            Case("self", 40, 333, 333, 2, 2, 64, "bf16"), long_key_cases()[0]]
 
 
 # FwdConfig fields whose two values compute the same O and LSE bit for bit: each only moves work
@@ -590,9 +611,7 @@ def test_forward_switch_changes_no_value(case, field):
     assert res["ok"], res
     q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
     params = _params(case, 1 / math.sqrt(case.d))
-    bcast = case.mode == "bcast"
-    default = tlx_hopper.fwd_config(case.d, bcast, q.shape[0] if bcast else 0,
-                                    tlx_hopper.call_tile_window(k, params))
+    default = tlx_hopper.call_fwd_config(q, k, k_off, params)
     out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
     flipped = dataclasses.replace(default, **{field: not getattr(default, field)})
     out_f, lse_f = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=flipped)

@@ -126,6 +126,25 @@ def test_fused_dq_at_d128_needs_a_two_slot_q_ring(slots):
         _check_config(BwdConfig(fused_dq=True, dkdv_buf_q=slots), 128)
 
 
+def test_long_keys_take_128_key_blocks_for_broadcast_d128():
+    cfg = fwd_config(128, True, 128, long_kv=True)
+    assert (cfg.block_n, cfg.num_buf_kv, cfg.late_p_cast) == (128, 2, False)
+    assert (cfg.num_groups, cfg.tma_store_o, cfg.warp_arrive, cfg.lazy_rescale, cfg.rcp_normalise) \
+        == (2, True, True, True, True)
+    assert fwd_config(128, True, 128).block_n == 64
+    assert fwd_config(128, True, 100, long_kv=True).block_n == 128
+    for args in ((128, True, 192), (64, True, 128), (128, False, 0), (64, False, 0)):
+        assert fwd_config(*args, long_kv=True) == fwd_config(*args)
+
+
+@pytest.mark.parametrize("total,long", [(640 * 3, True), (640 * 3 - 1, False), (0, False)])
+def test_long_keys_is_the_mean_key_length(total, long):
+    from kernels.tlx_hopper import long_keys
+
+    assert long_keys(torch.empty(total, 1, 8), torch.zeros(4, dtype=torch.int32)) == long
+    assert long_keys(torch.empty(640, 1, 8), torch.zeros(1, dtype=torch.int32))  # B = 0: no division
+
+
 @pytest.mark.parametrize("slots", [1, 2])
 def test_fold_delta_needs_a_third_kv_slot(slots):
     from kernels.tlx_hopper import _check_config
