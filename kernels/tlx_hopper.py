@@ -18,6 +18,7 @@ Nothing here reads device values on the host.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -179,19 +180,19 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 
         return FwdConfig(num_groups=3, block_n=64, num_buf_q=1, num_buf_kv=3, consumer_regs=160,
                          tile_window=tile_window, tma_store_o=o_by_tma, warp_arrive=head_dim > 64,
                          lazy_rescale=head_dim > 64, rcp_normalise=head_dim > 64)
-    if broadcast_q and head_dim > 64 and long_kv:
-        # two 128-key stages (the P cast before the PV issue: with it after, 32 words spill)
-        return FwdConfig(num_groups=2, block_n=128, num_buf_q=1, num_buf_kv=2,
-                         consumer_regs=232, tile_window=tile_window, tma_store_o=o_by_tma,
-                         warp_arrive=True, lazy_rescale=True, rcp_normalise=True)
     if broadcast_q and head_dim > 64:
         # PMA is memory-bound: 64-key stages keep more K/V bytes in flight than 128-key ones (run
         # 11: five beat four by 4.6 % at fill 0.9, with tl.store; the O staging tiles took the
         # fifth's place in run 23)
-        return FwdConfig(num_groups=2, block_n=64, num_buf_q=1, num_buf_kv=4,
-                         consumer_regs=232, tile_window=tile_window, late_p_cast=True,
-                         tma_store_o=o_by_tma, warp_arrive=True, lazy_rescale=True,
-                         rcp_normalise=True)
+        cfg = FwdConfig(num_groups=2, block_n=64, num_buf_q=1, num_buf_kv=4,
+                        consumer_regs=232, tile_window=tile_window, late_p_cast=True,
+                        tma_store_o=o_by_tma, warp_arrive=True, lazy_rescale=True,
+                        rcp_normalise=True)
+        if long_kv:
+            # the same tile in two 128-key stages (the P cast before the PV issue: with it after,
+            # 32 words spill)
+            cfg = dataclasses.replace(cfg, block_n=128, num_buf_kv=2, late_p_cast=False)
+        return cfg
     if broadcast_q:
         return FwdConfig(num_groups=2, block_n=128, num_buf_q=1, num_buf_kv=3, consumer_regs=232,
                          tile_window=tile_window)
@@ -263,8 +264,6 @@ def _tma_ready(t: torch.Tensor) -> torch.Tensor:
 @functools.lru_cache(maxsize=1)
 def _descriptor_defaults() -> dict:
     """TensorDescriptor's fields with defaults (padding, ...), as this Triton declares them."""
-    import dataclasses
-
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     return {f.name: f.default for f in dataclasses.fields(TensorDescriptor)

@@ -77,11 +77,8 @@ def _lengths(n: int, max_len: int, how: str, g: torch.Generator) -> list[int]:
         return [max_len] * n
     if how == "one":
         return [1] * n
-    if how == "long":  # in [max/2, max] with one empty and one full: a mean >= max/2 for n >= 10
-        ls = torch.randint(max_len // 2, max_len + 1, (n,), generator=g).tolist()
-        ls[0], ls[1] = 0, max_len
-        return ls
-    ls = torch.randint(0, max_len + 1, (n,), generator=g).tolist()
+    # "long": in [max/2, max] (with the empty and the full one: a mean >= max/2 for n >= 10)
+    ls = torch.randint(max_len // 2 if how == "long" else 0, max_len + 1, (n,), generator=g).tolist()
     if n >= 3:
         ls[0], ls[1] = 0, max_len
     return ls
