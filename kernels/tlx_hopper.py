@@ -401,10 +401,6 @@ class BwdConfig:
     # preprocess read O and dO (B * q_len rows each) whatever the keys. Run 25 (H200, PMA q128
     # forward+backward, 5 A/Bs each, gradients bit-identical): fill 0.1 -8 %, 0.5 -3.3 %, 0.9 -2.4 %
     pma_fold_delta: bool = False
-    # the split-role pass's gradient warpgroup stages dV and dK for their masked stores over the
-    # tile's V tile instead of its P^T tiles, so the P^T/dS^T slot returns to the score warpgroups
-    # before that epilogue, not after it (with one slot they wait for it to store the next tile's)
-    pma_stage_over_v: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -610,7 +606,6 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
         _descriptor(part, part.shape[0], 64), _descriptor(out, total_out, 64), dk, dv, lse, delta,
         key_offset, entries, n_entries, scale, B, hq, q_len, total_out, HEAD_DIM=d,
         NUM_BUF_KV=cfg.pma_buf_kv, NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs,
-        GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
-        STAGE_OVER_V=cfg.pma_stage_over_v, num_warps=4, num_stages=1)
+        GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta, num_warps=4, num_stages=1)
     _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, PMA_Q_BLOCK, hq)
     return dq, dk, dv

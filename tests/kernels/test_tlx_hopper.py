@@ -422,11 +422,6 @@ BWD_SWITCHES = {
     # the split-role pass with the preprocess kernel's delta (bwd_config: it sums delta itself from O
     # rows sent through its K/V ring)
     "bwd-pma-preprocess": ({"pma_fold_delta": False}, lambda: pma_roles_cases()),
-    # its gradient warpgroup staging dK/dV over the tile's V tile (the K/V slot then waits for it
-    # too), with the O rows' extra ring turn of the delta fold and without it
-    "bwd-pma-stage-over-v": ({"pma_stage_over_v": True}, lambda: pma_roles_cases()),
-    "bwd-pma-stage-over-v-preprocess": ({"pma_stage_over_v": True, "pma_fold_delta": False},
-                                        lambda: pma_roles_cases()),
 }
 
 
