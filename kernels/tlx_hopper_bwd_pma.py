@@ -62,6 +62,40 @@ def _store_rows(ptr, x, row0, nrows, H, h, HEAD_DIM: tl.constexpr, BLOCK: tl.con
 
 
 @triton.jit
+def _load_kv_turn(cnt, desc_k, desc_v, k_row, v_row, col, k_tiles, v_tiles, kv_fulls, kv_empties,
+                  v_fulls, v_empties, TILE_BYTES: tl.constexpr, NUM_BUF_KV: tl.constexpr,
+                  NUM_BUF_V: tl.constexpr):
+    """One turn of the K/V ring: rows k_row of desc_k into a K slot and v_row of desc_v into a V
+    slot, each once free. NUM_BUF_V = 0: V shares the K slot's index and barriers."""
+    slot, phase = _bufidx_phase(cnt, NUM_BUF_KV)
+    tlx.barrier_wait(kv_empties[slot], phase ^ 1)
+    if NUM_BUF_V == 0:
+        tlx.barrier_expect_bytes(kv_fulls[slot], 2 * TILE_BYTES)
+        tlx.async_descriptor_load(desc_k, k_tiles[slot], [k_row, col], kv_fulls[slot])
+        tlx.async_descriptor_load(desc_v, v_tiles[slot], [v_row, col], kv_fulls[slot])
+    else:
+        tlx.barrier_expect_bytes(kv_fulls[slot], TILE_BYTES)
+        tlx.async_descriptor_load(desc_k, k_tiles[slot], [k_row, col], kv_fulls[slot])
+        v_slot, v_phase = _bufidx_phase(cnt, NUM_BUF_V)
+        tlx.barrier_wait(v_empties[v_slot], v_phase ^ 1)
+        tlx.barrier_expect_bytes(v_fulls[v_slot], TILE_BYTES)
+        tlx.async_descriptor_load(desc_v, v_tiles[v_slot], [v_row, col], v_fulls[v_slot])
+
+
+@triton.jit
+def _wait_kv_turn(cnt, kv_fulls, v_fulls, NUM_BUF_KV: tl.constexpr, NUM_BUF_V: tl.constexpr):
+    """(K slot, V slot) of ring turn cnt, once both landed."""
+    slot, phase = _bufidx_phase(cnt, NUM_BUF_KV)
+    tlx.barrier_wait(kv_fulls[slot], phase)
+    if NUM_BUF_V == 0:
+        v_slot = slot
+    else:
+        v_slot, v_phase = _bufidx_phase(cnt, NUM_BUF_V)
+        tlx.barrier_wait(v_fulls[v_slot], v_phase)
+    return slot, v_slot
+
+
+@triton.jit
 def _batch_element(it, pid, n_prog, tile_entry, n_tiles, B, H, ctas_per_head, k_off, q_len):
     """(head, first dO row, q_len, first key row, key length) of the it-th batch element of CTA
     pid, the same for every role; key length 0 past the CTA's last element (nothing to do)."""
@@ -84,7 +118,8 @@ def jfa_bwd_pma_kernel(
     desc_o,                            # TMA, box [64, D]: o [B*q_len, H*D] (FOLD_DELTA)
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, k_off, tile_entry, n_entries, sm_scale, B, H, q_len,
     total_out,
-    HEAD_DIM: tl.constexpr, NUM_BUF_KV: tl.constexpr, NUM_BUF_PS: tl.constexpr,
+    HEAD_DIM: tl.constexpr, NUM_BUF_KV: tl.constexpr, NUM_BUF_V: tl.constexpr,
+    NUM_BUF_PS: tl.constexpr,
     SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr, FOLD_DELTA: tl.constexpr,
 ):
     BLOCK: tl.constexpr = 64           # keys per tile = query rows per step
@@ -104,7 +139,9 @@ def jfa_bwd_pma_kernel(
     dq_stage = tlx.local_alloc((BLOCK, HEAD_DIM), tl.float32, NSTEPS, reuse=do_tiles)
     step_stats = tlx.local_alloc((BLOCK,), tl.float32, 4 * NSTEPS)
     k_tiles = tlx.local_alloc((BLOCK, HEAD_DIM), dtype, NUM_BUF_KV)
-    v_tiles = tlx.local_alloc((BLOCK, HEAD_DIM), dtype, NUM_BUF_KV)
+    # NUM_BUF_V > 0: V in a ring of its own, freed at the dP^T wait (K waits for the next tile's
+    # dQ), so the same bytes split as more K slots and fewer V slots prefetch further ahead
+    v_tiles = tlx.local_alloc((BLOCK, HEAD_DIM), dtype, NUM_BUF_V if NUM_BUF_V > 0 else NUM_BUF_KV)
     # P^T / dS^T [64 keys, 64 queries] per ring slot and step (`_ps`); dK/dV staging over P^T pairs
     ps_tiles = tlx.local_alloc((BLOCK, BLOCK), dtype, NUM_BUF_PS * 2 * NSTEPS)
     kv_stage = tlx.local_alloc((BLOCK, HEAD_DIM), dtype, NUM_BUF_PS * 2, reuse=ps_tiles)
@@ -115,6 +152,12 @@ def jfa_bwd_pma_kernel(
     do_empties = tlx.alloc_barriers(num_barriers=2, arrive_count=NSTEPS + 1)
     kv_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=1)
     kv_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NSTEPS)
+    if NUM_BUF_V > 0:
+        v_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_V, arrive_count=1)
+        v_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_V, arrive_count=NSTEPS)
+    else:  # V shares the K slots' barriers
+        v_fulls = kv_fulls
+        v_empties = kv_empties
     # step s, ring slot i at s * NUM_BUF_PS + i: full once the score warpgroup stored P^T/dS^T;
     # free once the gradient warpgroup's dV/dK (and staging) and the score warpgroup's dQ read them
     ps_fulls = tlx.alloc_barriers(num_barriers=NSTEPS * NUM_BUF_PS, arrive_count=1)
@@ -152,23 +195,16 @@ def jfa_bwd_pma_kernel(
                         tlx.local_store(step_stats[2 * (slot_b * NSTEPS + s)], lse2)
                     tlx.barrier_arrive(do_fulls[slot_b], 1)
                     cnt_b += 1
-                    if FOLD_DELTA:  # the element's O rows in one K/V slot: step 0's as K, 1's as V
-                        slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
-                        tlx.barrier_wait(kv_empties[slot], phase ^ 1)
-                        tlx.barrier_expect_bytes(kv_fulls[slot], 2 * TILE_BYTES)
-                        tlx.async_descriptor_load(desc_o, k_tiles[slot], [out_row0, h * HEAD_DIM],
-                                                  kv_fulls[slot])
-                        tlx.async_descriptor_load(desc_o, v_tiles[slot],
-                                                  [out_row0 + BLOCK, h * HEAD_DIM], kv_fulls[slot])
+                    if FOLD_DELTA:  # the element's O rows in one ring turn: step 0's as K, 1's as V
+                        _load_kv_turn(cnt_kv, desc_o, desc_o, out_row0, out_row0 + BLOCK,
+                                      h * HEAD_DIM, k_tiles, v_tiles, kv_fulls, kv_empties,
+                                      v_fulls, v_empties, TILE_BYTES, NUM_BUF_KV, NUM_BUF_V)
                         cnt_kv += 1
                     for j in range(0, (klen + BLOCK - 1) // BLOCK):
-                        slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
-                        tlx.barrier_wait(kv_empties[slot], phase ^ 1)
-                        tlx.barrier_expect_bytes(kv_fulls[slot], 2 * TILE_BYTES)
-                        tlx.async_descriptor_load(desc_k, k_tiles[slot],
-                                                  [kv_row0 + j * BLOCK, h * HEAD_DIM], kv_fulls[slot])
-                        tlx.async_descriptor_load(desc_v, v_tiles[slot],
-                                                  [kv_row0 + j * BLOCK, h * HEAD_DIM], kv_fulls[slot])
+                        row = kv_row0 + j * BLOCK
+                        _load_kv_turn(cnt_kv, desc_k, desc_v, row, row, h * HEAD_DIM, k_tiles,
+                                      v_tiles, kv_fulls, kv_empties, v_fulls, v_empties,
+                                      TILE_BYTES, NUM_BUF_KV, NUM_BUF_V)
                         cnt_kv += 1
 
         # ---- score warpgroups: P^T, dS^T of step s; dQ of step s over the launch -------------
@@ -198,21 +234,25 @@ def jfa_bwd_pma_kernel(
                     do_s = do_tiles[slot_b * NSTEPS + s]
                     stats = 2 * (slot_b * NSTEPS + s)
                     if FOLD_DELTA:  # delta of the step's rows from its O rows (in the K/V ring)
-                        slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
-                        tlx.barrier_wait(kv_fulls[slot], phase)
+                        # (both warpgroups wait for both slots and free both: an arrival on a slot
+                        # not waited for could count towards its previous use)
+                        slot, v_slot = _wait_kv_turn(cnt_kv, kv_fulls, v_fulls, NUM_BUF_KV,
+                                                     NUM_BUF_V)
                         if s == 0:
                             o_s = tlx.local_load(k_tiles[slot])
                         else:
-                            o_s = tlx.local_load(v_tiles[slot])
+                            o_s = tlx.local_load(v_tiles[v_slot])
                         delta = tl.sum(o_s.to(tl.float32) * tlx.local_load(do_s).to(tl.float32), 1)
                         tlx.local_store(step_stats[stats + 1], delta)
                         tlx.barrier_arrive(kv_empties[slot], 1)
+                        if NUM_BUF_V > 0:
+                            tlx.barrier_arrive(v_empties[v_slot], 1)
                         cnt_kv += 1
                     for j in range(0, (klen + BLOCK - 1) // BLOCK):
-                        slot, phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
-                        tlx.barrier_wait(kv_fulls[slot], phase)
+                        slot, v_slot = _wait_kv_turn(cnt_kv, kv_fulls, v_fulls, NUM_BUF_KV,
+                                                     NUM_BUF_V)
                         st = tlx.async_dot(k_tiles[slot], tlx.local_trans(q_s))
-                        dpt = tlx.async_dot(v_tiles[slot], tlx.local_trans(do_s))
+                        dpt = tlx.async_dot(v_tiles[v_slot], tlx.local_trans(do_s))
                         lse2 = tlx.local_load(step_stats[stats])
                         kv_pos = j * BLOCK + tl.arange(0, BLOCK)
                         # the previous tile's dQ wgmma goes after this tile's S^T/dP^T and is
@@ -227,6 +267,8 @@ def jfa_bwd_pma_kernel(
                         pt = _scores_p(st, lse2, kv_pos, klen, qk_scale, BLOCK)
                         delta = tlx.local_load(step_stats[stats + 1])
                         dpt = tlx.async_dot_wait(1, dpt)
+                        if NUM_BUF_V > 0:  # V is read (its own ring: free now)
+                            tlx.barrier_arrive(v_empties[v_slot], 1)
                         dst = pt * (dpt - delta[None, :])
                         dq = tlx.async_dot_wait(0, dq)
                         if prev_kv >= 0:

@@ -422,6 +422,10 @@ BWD_SWITCHES = {
     # the split-role pass with the preprocess kernel's delta (bwd_config: it sums delta itself from O
     # rows sent through its K/V ring)
     "bwd-pma-preprocess": ({"pma_fold_delta": False}, lambda: pma_roles_cases()),
+    # V in a ring of its own (freed at the dP^T wait), with and without the O rows' ring turn
+    "bwd-pma-split-v": ({"pma_buf_kv": 4, "pma_buf_v": 2}, lambda: pma_roles_cases()),
+    "bwd-pma-split-v-preprocess": ({"pma_buf_kv": 4, "pma_buf_v": 1, "pma_fold_delta": False},
+                                   lambda: pma_roles_cases()),
 }
 
 

@@ -155,6 +155,15 @@ def test_fold_delta_needs_a_third_kv_slot(slots):
         _check_config(BwdConfig(pma_fold_delta=True, pma_buf_kv=slots), 128)
 
 
+@pytest.mark.parametrize("bad", [-1, 1.5, None])
+def test_pma_buf_v_must_be_a_slot_count(bad):
+    from kernels.tlx_hopper import _check_config
+
+    _check_config(BwdConfig(pma_buf_kv=4, pma_buf_v=2), 128)
+    with pytest.raises(ValueError, match=rf"pma_buf_v must be an int >= 0 .*, got {bad!r}"):
+        _check_config(BwdConfig(pma_buf_v=bad), 128)
+
+
 @pytest.mark.parametrize("broadcast_q,q_len", [(False, 0), (True, 192), (True, 128), (True, 300)])
 def test_q_slot_released_late_for_broadcast_only(broadcast_q, q_len):
     # run 16: late release -2..-3 % forward+backward on PMA fill 0.9, +0..+6 % on self
