@@ -392,10 +392,13 @@ class BwdConfig:
     # (H200, PMA q128 forward+backward over the fused pass, 4 ABBA rounds): -7.6 % at fill 0.5 and
     # 0.9, and with three K/V slots and one P^T/dS^T slot (the same 226 KB) -3.6 % more
     pma_roles: bool = False
-    pma_buf_kv: int = 3       # its K/V ring (64-key tiles)
-    # > 0: V in a ring of its own with this many slots, freed as soon as both score warpgroups'
-    # dP^T read it, and pma_buf_kv the K ring's depth (a tile's K stays until the next tile's dQ)
-    pma_buf_v: int = 0
+    pma_buf_kv: int = 3       # its K ring (64-key tiles; with pma_buf_v = 0 its K/V ring)
+    # V in a ring of its own with this many slots, freed as soon as both score warpgroups' dP^T
+    # read it, while a tile's K stays until the next tile's dQ wgmma (0: V in the K slots, freed
+    # with them). Run 31 (H200, PMA q128 forward+backward, 4 ABBA rounds, against 0 with the
+    # same 96 KB): 3 K + 3 V 0.961 / 0.980 / 0.976 at fill 0.1 / 0.5 / 0.9; 4 K + 2 V 0.995 /
+    # 0.972 / 1.001
+    pma_buf_v: int = 3
     pma_buf_ps: int = 1       # its P^T/dS^T ring per step, from the score to the gradient warpgroup
     # 2 x 160 + 168 + the producer's 24 fill the register file (score 168 / gradient 152 spills
     # dK/dV, and ptxas then serialises every wgmma)

@@ -417,12 +417,14 @@ BWD_SWITCHES = {
                                                         if c.d == 128 and c.mode == "bcast"]),
     # its other ring split (two K/V slots, two P^T/dS^T slots: the same shared memory; with two
     # slots only with the preprocess kernel's delta)
-    "bwd-pma-kv2": ({"pma_buf_kv": 2, "pma_buf_ps": 2, "pma_fold_delta": False},
+    "bwd-pma-kv2": ({"pma_buf_kv": 2, "pma_buf_v": 2, "pma_buf_ps": 2, "pma_fold_delta": False},
                     lambda: pma_roles_cases()),
     # the split-role pass with the preprocess kernel's delta (bwd_config: it sums delta itself from O
     # rows sent through its K/V ring)
     "bwd-pma-preprocess": ({"pma_fold_delta": False}, lambda: pma_roles_cases()),
-    # V in a ring of its own (freed at the dP^T wait), with and without the O rows' ring turn
+    # other K and V ring depths (V freed at the dP^T wait), with and without the O rows' ring
+    # turn, and V in the K slots (freed with them)
+    "bwd-pma-shared-kv": ({"pma_buf_v": 0}, lambda: pma_roles_cases()),
     "bwd-pma-split-v": ({"pma_buf_kv": 4, "pma_buf_v": 2}, lambda: pma_roles_cases()),
     "bwd-pma-split-v-preprocess": ({"pma_buf_kv": 4, "pma_buf_v": 1, "pma_fold_delta": False},
                                    lambda: pma_roles_cases()),
