@@ -142,7 +142,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
                     "lse_ptr": "*fp32",
                     "delta_ptr": "*fp32", "k_off": "*i32", "tile_entry": "*i64", "n_entries": "*i32",
                     "sm_scale": "fp32", "B": "i32", "H": "i32", "q_len": "i32", "total_out": "i32"})
-        const = dict(HEAD_DIM=d, NUM_BUF_KV=cfg.pma_buf_kv, NUM_BUF_V=cfg.pma_buf_v,
+        const = dict(HEAD_DIM=d, NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v,
                      NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs,
                      GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta)
         sig.update({k: "constexpr" for k in const})

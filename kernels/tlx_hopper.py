@@ -234,13 +234,14 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
                          f"blocks), got {cfg.tile_window!r}")
     if not isinstance(cfg, BwdConfig):
         return
-    if cfg.pma_fold_delta and cfg.pma_buf_kv < 3:
+    for name in ("pma_buf_k", "pma_buf_v"):
+        if not (isinstance(getattr(cfg, name), int) and getattr(cfg, name) >= 1):
+            raise ValueError(f"tlx BwdConfig: {name} must be an int >= 1 (ring slots), got "
+                             f"{getattr(cfg, name)!r}")
+    if cfg.pma_fold_delta and cfg.pma_buf_k < 3:
         # a tile's K slot stays held until the next tile's dQ wgmma read it, and a batch element's
         # O rows take a slot before its first tile: with two, that tile waits for the held slot
-        raise ValueError(f"tlx BwdConfig: pma_fold_delta needs pma_buf_kv >= 3, got {cfg.pma_buf_kv}")
-    if not (isinstance(cfg.pma_buf_v, int) and cfg.pma_buf_v >= 0):
-        raise ValueError(f"tlx BwdConfig: pma_buf_v must be an int >= 0 (0: V in the K slots), got "
-                         f"{cfg.pma_buf_v!r}")
+        raise ValueError(f"tlx BwdConfig: pma_fold_delta needs pma_buf_k >= 3, got {cfg.pma_buf_k}")
     if head_dim == 128 and cfg.fused_dq and cfg.dkdv_buf_q != 2:
         # one slot: a step's Q/dO slot is released only in the next step (after its dQ reduce-add
         # read it), a hang; three: 213,352 B + 32 KB does not fit in shared memory
@@ -392,12 +393,11 @@ class BwdConfig:
     # (H200, PMA q128 forward+backward over the fused pass, 4 ABBA rounds): -7.6 % at fill 0.5 and
     # 0.9, and with three K/V slots and one P^T/dS^T slot (the same 226 KB) -3.6 % more
     pma_roles: bool = False
-    pma_buf_kv: int = 3       # its K ring (64-key tiles; with pma_buf_v = 0 its K/V ring)
-    # V in a ring of its own with this many slots, freed as soon as both score warpgroups' dP^T
-    # read it, while a tile's K stays until the next tile's dQ wgmma (0: V in the K slots, freed
-    # with them). Run 31 (H200, PMA q128 forward+backward, 4 ABBA rounds, against 0 with the
-    # same 96 KB): 3 K + 3 V 0.961 / 0.980 / 0.976 at fill 0.1 / 0.5 / 0.9; 4 K + 2 V 0.995 /
-    # 0.972 / 1.001
+    # its K and V rings (64-key tiles): a tile's V is free at the dP^T wait, its K only after the
+    # next tile's dQ wgmma. Run 31 (H200, PMA q128 forward+backward, against one ring of 3 shared
+    # K/V slots, the same 96 KB): 3 K + 3 V 0.961 / 0.980 / 0.976 and 1.004 / 1.015 / 0.977 at
+    # fill 0.1 / 0.5 / 0.9 (4 and 6 ABBA rounds); 4 K + 2 V 0.995 / 0.972 / 1.001
+    pma_buf_k: int = 3
     pma_buf_v: int = 3
     pma_buf_ps: int = 1       # its P^T/dS^T ring per step, from the score to the gradient warpgroup
     # 2 x 160 + 168 + the producer's 24 fill the register file (score 168 / gradient 152 spills
@@ -614,7 +614,7 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
         _descriptor(key, key.shape[0], 64), _descriptor(value, value.shape[0], 64),
         _descriptor(part, part.shape[0], 64), _descriptor(out, total_out, 64), dk, dv, lse, delta,
         key_offset, entries, n_entries, scale, B, hq, q_len, total_out, HEAD_DIM=d,
-        NUM_BUF_KV=cfg.pma_buf_kv, NUM_BUF_V=cfg.pma_buf_v, NUM_BUF_PS=cfg.pma_buf_ps,
+        NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v, NUM_BUF_PS=cfg.pma_buf_ps,
         SCORE_REGS=cfg.pma_score_regs, GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
         num_warps=4, num_stages=1)
     _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, PMA_Q_BLOCK, hq)

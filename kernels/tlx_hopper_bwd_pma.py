@@ -8,9 +8,11 @@ element the dO rows and row statistics load once; per KV tile only K and V load.
 
 Warp roles (a tile = 64 keys; a step = 64 query rows; 64 < q_len <= 128: two steps):
 - producer (default warpgroup): the Q tiles once, per batch element its dO tiles and the steps'
-  statistics (LSE in base 2, +inf where P must be 0, and delta), per tile the K/V tiles. With
-  FOLD_DELTA (`BwdConfig.pma_fold_delta`) no delta: the element's O rows instead, through the K/V
-  ring ahead of its first tile (step 0's rows as the slot's K tile, step 1's as its V tile).
+  statistics (LSE in base 2, +inf where P must be 0, and delta), per tile its K and V tiles, each
+  into a ring of its own: a tile's V is free once both dP^T read it, its K only after the next
+  tile's dQ wgmmas (run 31: the shared K/V slots of before cost 2.4 % at PMA q128 fill 0.9). With
+  FOLD_DELTA (`BwdConfig.pma_fold_delta`) no delta: the element's O rows instead, one turn of
+  the rings ahead of its first tile (step 0's rows as a K tile, step 1's as a V tile).
 - score warpgroups (one per step, `replicate=2`): FOLD_DELTA: per batch element first
   delta = rowsum(O_s * dO_s) of the step's rows into its statistics slot. Per tile
   S^T = K Q_s^T and dP^T = V dO_s^T,
@@ -62,36 +64,28 @@ def _store_rows(ptr, x, row0, nrows, H, h, HEAD_DIM: tl.constexpr, BLOCK: tl.con
 
 
 @triton.jit
-def _load_kv_turn(cnt, desc_k, desc_v, k_row, v_row, col, k_tiles, v_tiles, kv_fulls, kv_empties,
-                  v_fulls, v_empties, TILE_BYTES: tl.constexpr, NUM_BUF_KV: tl.constexpr,
+def _load_kv_turn(cnt, desc_k, desc_v, k_row, v_row, col, k_tiles, v_tiles, k_fulls, k_empties,
+                  v_fulls, v_empties, TILE_BYTES: tl.constexpr, NUM_BUF_K: tl.constexpr,
                   NUM_BUF_V: tl.constexpr):
-    """One turn of the K/V ring: rows k_row of desc_k into a K slot and v_row of desc_v into a V
-    slot, each once free. NUM_BUF_V = 0: V shares the K slot's index and barriers."""
-    slot, phase = _bufidx_phase(cnt, NUM_BUF_KV)
-    tlx.barrier_wait(kv_empties[slot], phase ^ 1)
-    if NUM_BUF_V == 0:
-        tlx.barrier_expect_bytes(kv_fulls[slot], 2 * TILE_BYTES)
-        tlx.async_descriptor_load(desc_k, k_tiles[slot], [k_row, col], kv_fulls[slot])
-        tlx.async_descriptor_load(desc_v, v_tiles[slot], [v_row, col], kv_fulls[slot])
-    else:
-        tlx.barrier_expect_bytes(kv_fulls[slot], TILE_BYTES)
-        tlx.async_descriptor_load(desc_k, k_tiles[slot], [k_row, col], kv_fulls[slot])
-        v_slot, v_phase = _bufidx_phase(cnt, NUM_BUF_V)
-        tlx.barrier_wait(v_empties[v_slot], v_phase ^ 1)
-        tlx.barrier_expect_bytes(v_fulls[v_slot], TILE_BYTES)
-        tlx.async_descriptor_load(desc_v, v_tiles[v_slot], [v_row, col], v_fulls[v_slot])
+    """Turn cnt of the K and V rings: rows k_row of desc_k into a K slot and v_row of desc_v into a
+    V slot, each once free."""
+    slot, phase = _bufidx_phase(cnt, NUM_BUF_K)
+    tlx.barrier_wait(k_empties[slot], phase ^ 1)
+    tlx.barrier_expect_bytes(k_fulls[slot], TILE_BYTES)
+    tlx.async_descriptor_load(desc_k, k_tiles[slot], [k_row, col], k_fulls[slot])
+    v_slot, v_phase = _bufidx_phase(cnt, NUM_BUF_V)
+    tlx.barrier_wait(v_empties[v_slot], v_phase ^ 1)
+    tlx.barrier_expect_bytes(v_fulls[v_slot], TILE_BYTES)
+    tlx.async_descriptor_load(desc_v, v_tiles[v_slot], [v_row, col], v_fulls[v_slot])
 
 
 @triton.jit
-def _wait_kv_turn(cnt, kv_fulls, v_fulls, NUM_BUF_KV: tl.constexpr, NUM_BUF_V: tl.constexpr):
+def _wait_kv_turn(cnt, k_fulls, v_fulls, NUM_BUF_K: tl.constexpr, NUM_BUF_V: tl.constexpr):
     """(K slot, V slot) of ring turn cnt, once both landed."""
-    slot, phase = _bufidx_phase(cnt, NUM_BUF_KV)
-    tlx.barrier_wait(kv_fulls[slot], phase)
-    if NUM_BUF_V == 0:
-        v_slot = slot
-    else:
-        v_slot, v_phase = _bufidx_phase(cnt, NUM_BUF_V)
-        tlx.barrier_wait(v_fulls[v_slot], v_phase)
+    slot, phase = _bufidx_phase(cnt, NUM_BUF_K)
+    tlx.barrier_wait(k_fulls[slot], phase)
+    v_slot, v_phase = _bufidx_phase(cnt, NUM_BUF_V)
+    tlx.barrier_wait(v_fulls[v_slot], v_phase)
     return slot, v_slot
 
 
@@ -118,7 +112,7 @@ def jfa_bwd_pma_kernel(
     desc_o,                            # TMA, box [64, D]: o [B*q_len, H*D] (FOLD_DELTA)
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, k_off, tile_entry, n_entries, sm_scale, B, H, q_len,
     total_out,
-    HEAD_DIM: tl.constexpr, NUM_BUF_KV: tl.constexpr, NUM_BUF_V: tl.constexpr,
+    HEAD_DIM: tl.constexpr, NUM_BUF_K: tl.constexpr, NUM_BUF_V: tl.constexpr,
     NUM_BUF_PS: tl.constexpr,
     SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr, FOLD_DELTA: tl.constexpr,
 ):
@@ -138,10 +132,10 @@ def jfa_bwd_pma_kernel(
     # at the end, score warpgroup s stages its fp32 dQ partial over batch slot s's dO tiles
     dq_stage = tlx.local_alloc((BLOCK, HEAD_DIM), tl.float32, NSTEPS, reuse=do_tiles)
     step_stats = tlx.local_alloc((BLOCK,), tl.float32, 4 * NSTEPS)
-    k_tiles = tlx.local_alloc((BLOCK, HEAD_DIM), dtype, NUM_BUF_KV)
-    # NUM_BUF_V > 0: V in a ring of its own, freed at the dP^T wait (K waits for the next tile's
-    # dQ), so the same bytes split as more K slots and fewer V slots prefetch further ahead
-    v_tiles = tlx.local_alloc((BLOCK, HEAD_DIM), dtype, NUM_BUF_V if NUM_BUF_V > 0 else NUM_BUF_KV)
+    # K and V in rings of their own: a tile's V is free at its dP^T wait, its K only after the
+    # next tile's dQ wgmma
+    k_tiles = tlx.local_alloc((BLOCK, HEAD_DIM), dtype, NUM_BUF_K)
+    v_tiles = tlx.local_alloc((BLOCK, HEAD_DIM), dtype, NUM_BUF_V)
     # P^T / dS^T [64 keys, 64 queries] per ring slot and step (`_ps`); dK/dV staging over P^T pairs
     ps_tiles = tlx.local_alloc((BLOCK, BLOCK), dtype, NUM_BUF_PS * 2 * NSTEPS)
     kv_stage = tlx.local_alloc((BLOCK, HEAD_DIM), dtype, NUM_BUF_PS * 2, reuse=ps_tiles)
@@ -150,14 +144,10 @@ def jfa_bwd_pma_kernel(
     # empty once both score warpgroups' dP^T and the gradient warpgroup's dV read it
     do_fulls = tlx.alloc_barriers(num_barriers=2, arrive_count=2)
     do_empties = tlx.alloc_barriers(num_barriers=2, arrive_count=NSTEPS + 1)
-    kv_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=1)
-    kv_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NSTEPS)
-    if NUM_BUF_V > 0:
-        v_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_V, arrive_count=1)
-        v_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_V, arrive_count=NSTEPS)
-    else:  # V shares the K slots' barriers
-        v_fulls = kv_fulls
-        v_empties = kv_empties
+    k_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_K, arrive_count=1)
+    k_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_K, arrive_count=NSTEPS)
+    v_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_V, arrive_count=1)
+    v_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_V, arrive_count=NSTEPS)
     # step s, ring slot i at s * NUM_BUF_PS + i: full once the score warpgroup stored P^T/dS^T;
     # free once the gradient warpgroup's dV/dK (and staging) and the score warpgroup's dQ read them
     ps_fulls = tlx.alloc_barriers(num_barriers=NSTEPS * NUM_BUF_PS, arrive_count=1)
@@ -197,14 +187,14 @@ def jfa_bwd_pma_kernel(
                     cnt_b += 1
                     if FOLD_DELTA:  # the element's O rows in one ring turn: step 0's as K, 1's as V
                         _load_kv_turn(cnt_kv, desc_o, desc_o, out_row0, out_row0 + BLOCK,
-                                      h * HEAD_DIM, k_tiles, v_tiles, kv_fulls, kv_empties,
-                                      v_fulls, v_empties, TILE_BYTES, NUM_BUF_KV, NUM_BUF_V)
+                                      h * HEAD_DIM, k_tiles, v_tiles, k_fulls, k_empties,
+                                      v_fulls, v_empties, TILE_BYTES, NUM_BUF_K, NUM_BUF_V)
                         cnt_kv += 1
                     for j in range(0, (klen + BLOCK - 1) // BLOCK):
                         row = kv_row0 + j * BLOCK
                         _load_kv_turn(cnt_kv, desc_k, desc_v, row, row, h * HEAD_DIM, k_tiles,
-                                      v_tiles, kv_fulls, kv_empties, v_fulls, v_empties,
-                                      TILE_BYTES, NUM_BUF_KV, NUM_BUF_V)
+                                      v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                                      TILE_BYTES, NUM_BUF_K, NUM_BUF_V)
                         cnt_kv += 1
 
         # ---- score warpgroups: P^T, dS^T of step s; dQ of step s over the launch -------------
@@ -217,9 +207,9 @@ def jfa_bwd_pma_kernel(
             cnt_b = 0
             cnt_kv = 0
             cnt_ps = 0
-            # the previous tile's K/V slot and P^T/dS^T ring slot (-1: none), held until its dQ
+            # the previous tile's K slot and P^T/dS^T ring slot (-1: none), held until its dQ
             # wgmma, issued in the next tile, finished
-            prev_kv = -1
+            prev_k = -1
             prev_ps = NUM_BUF_PS - 1
             # the zero dS^T the first tile's dQ wgmma reads (its ring slot's first real use comes
             # after that wgmma finished)
@@ -233,10 +223,10 @@ def jfa_bwd_pma_kernel(
                     tlx.barrier_wait(do_fulls[slot_b], phase_b)
                     do_s = do_tiles[slot_b * NSTEPS + s]
                     stats = 2 * (slot_b * NSTEPS + s)
-                    if FOLD_DELTA:  # delta of the step's rows from its O rows (in the K/V ring)
+                    if FOLD_DELTA:  # delta of the step's rows from its O rows (in the K and V rings)
                         # (both warpgroups wait for both slots and free both: an arrival on a slot
                         # not waited for could count towards its previous use)
-                        slot, v_slot = _wait_kv_turn(cnt_kv, kv_fulls, v_fulls, NUM_BUF_KV,
+                        slot, v_slot = _wait_kv_turn(cnt_kv, k_fulls, v_fulls, NUM_BUF_K,
                                                      NUM_BUF_V)
                         if s == 0:
                             o_s = tlx.local_load(k_tiles[slot])
@@ -244,12 +234,11 @@ def jfa_bwd_pma_kernel(
                             o_s = tlx.local_load(v_tiles[v_slot])
                         delta = tl.sum(o_s.to(tl.float32) * tlx.local_load(do_s).to(tl.float32), 1)
                         tlx.local_store(step_stats[stats + 1], delta)
-                        tlx.barrier_arrive(kv_empties[slot], 1)
-                        if NUM_BUF_V > 0:
-                            tlx.barrier_arrive(v_empties[v_slot], 1)
+                        tlx.barrier_arrive(k_empties[slot], 1)
+                        tlx.barrier_arrive(v_empties[v_slot], 1)
                         cnt_kv += 1
                     for j in range(0, (klen + BLOCK - 1) // BLOCK):
-                        slot, v_slot = _wait_kv_turn(cnt_kv, kv_fulls, v_fulls, NUM_BUF_KV,
+                        slot, v_slot = _wait_kv_turn(cnt_kv, k_fulls, v_fulls, NUM_BUF_K,
                                                      NUM_BUF_V)
                         st = tlx.async_dot(k_tiles[slot], tlx.local_trans(q_s))
                         dpt = tlx.async_dot(v_tiles[v_slot], tlx.local_trans(do_s))
@@ -262,17 +251,16 @@ def jfa_bwd_pma_kernel(
                         # the warpgroup (run 22, calls 1-2). The first tile's "previous" is a
                         # zero dS^T tile over this tile's K: it adds 0.
                         dq = tlx.async_dot(tlx.local_trans(ps_tiles[_ps(prev_ps, 1, s)]),
-                                           k_tiles[tl.where(prev_kv >= 0, prev_kv, slot)], dq)
+                                           k_tiles[tl.where(prev_k >= 0, prev_k, slot)], dq)
                         st = tlx.async_dot_wait(2, st)
                         pt = _scores_p(st, lse2, kv_pos, klen, qk_scale, BLOCK)
                         delta = tlx.local_load(step_stats[stats + 1])
                         dpt = tlx.async_dot_wait(1, dpt)
-                        if NUM_BUF_V > 0:  # V is read (its own ring: free now)
-                            tlx.barrier_arrive(v_empties[v_slot], 1)
+                        tlx.barrier_arrive(v_empties[v_slot], 1)  # the tile's V is read
                         dst = pt * (dpt - delta[None, :])
                         dq = tlx.async_dot_wait(0, dq)
-                        if prev_kv >= 0:
-                            tlx.barrier_arrive(kv_empties[prev_kv], 1)
+                        if prev_k >= 0:
+                            tlx.barrier_arrive(k_empties[prev_k], 1)
                             tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + prev_ps], 1)
                         ps_slot, ps_phase = _bufidx_phase(cnt_ps, NUM_BUF_PS)
                         tlx.barrier_wait(ps_empties[s * NUM_BUF_PS + ps_slot], ps_phase ^ 1)
@@ -280,15 +268,15 @@ def jfa_bwd_pma_kernel(
                         tlx.local_store(ps_tiles[_ps(ps_slot, 1, s)], dst.to(dtype))
                         tlx.fence("async_shared")
                         tlx.barrier_arrive(ps_fulls[s * NUM_BUF_PS + ps_slot], 1)
-                        prev_kv = slot
+                        prev_k = slot
                         prev_ps = ps_slot
                         cnt_ps += 1
                         cnt_kv += 1
                     # this warpgroup's last dP^T of the element was waited on
                     tlx.barrier_arrive(do_empties[slot_b], 1)
                     cnt_b += 1
-            if prev_kv >= 0:  # the last tile's dQ
-                dq = tlx.async_dot(tlx.local_trans(ps_tiles[_ps(prev_ps, 1, s)]), k_tiles[prev_kv], dq)
+            if prev_k >= 0:  # the last tile's dQ
+                dq = tlx.async_dot(tlx.local_trans(ps_tiles[_ps(prev_ps, 1, s)]), k_tiles[prev_k], dq)
                 dq = tlx.async_dot_wait(0, dq)
             # every role is done with the dO tiles once both batch slots were given back after
             # their last use (the producer loads nothing more): stage the partial over them

@@ -415,19 +415,17 @@ BWD_SWITCHES = {
     # broadcast_q q_len 65-128 without the split-role pass (bwd_config takes it there): the fused one
     "bwd-no-pma-roles": ({"pma_roles": False}, lambda: [c for c in pma_roles_cases() + bwd_cases()
                                                         if c.d == 128 and c.mode == "bcast"]),
-    # its other ring split (two K/V slots, two P^T/dS^T slots: the same shared memory; with two
-    # slots only with the preprocess kernel's delta)
-    "bwd-pma-kv2": ({"pma_buf_kv": 2, "pma_buf_v": 2, "pma_buf_ps": 2, "pma_fold_delta": False},
+    # its other ring split (two K and two V slots, two P^T/dS^T slots: the same shared memory;
+    # with two K slots only with the preprocess kernel's delta)
+    "bwd-pma-kv2": ({"pma_buf_k": 2, "pma_buf_v": 2, "pma_buf_ps": 2, "pma_fold_delta": False},
                     lambda: pma_roles_cases()),
     # the split-role pass with the preprocess kernel's delta (bwd_config: it sums delta itself from O
     # rows sent through its K/V ring)
     "bwd-pma-preprocess": ({"pma_fold_delta": False}, lambda: pma_roles_cases()),
-    # other K and V ring depths (V freed at the dP^T wait), with and without the O rows' ring
-    # turn, and V in the K slots (freed with them)
-    "bwd-pma-shared-kv": ({"pma_buf_v": 0}, lambda: pma_roles_cases()),
-    "bwd-pma-split-v": ({"pma_buf_kv": 4, "pma_buf_v": 2}, lambda: pma_roles_cases()),
-    "bwd-pma-split-v-preprocess": ({"pma_buf_kv": 4, "pma_buf_v": 1, "pma_fold_delta": False},
-                                   lambda: pma_roles_cases()),
+    # other K and V ring depths, with and without the O rows' turn of the rings
+    "bwd-pma-k4-v2": ({"pma_buf_k": 4, "pma_buf_v": 2}, lambda: pma_roles_cases()),
+    "bwd-pma-k4-v1-preprocess": ({"pma_buf_k": 4, "pma_buf_v": 1, "pma_fold_delta": False},
+                                 lambda: pma_roles_cases()),
 }
 
 

@@ -146,22 +146,23 @@ def test_long_keys_is_the_mean_key_length(total, long):
 
 
 @pytest.mark.parametrize("slots", [1, 2])
-def test_fold_delta_needs_a_third_kv_slot(slots):
+def test_fold_delta_needs_a_third_k_slot(slots):
     from kernels.tlx_hopper import _check_config
 
-    _check_config(BwdConfig(pma_fold_delta=True, pma_buf_kv=3), 128)
-    _check_config(BwdConfig(pma_fold_delta=False, pma_buf_kv=slots), 128)
-    with pytest.raises(ValueError, match=rf"pma_fold_delta needs pma_buf_kv >= 3, got {slots}"):
-        _check_config(BwdConfig(pma_fold_delta=True, pma_buf_kv=slots), 128)
+    _check_config(BwdConfig(pma_fold_delta=True, pma_buf_k=3), 128)
+    _check_config(BwdConfig(pma_fold_delta=False, pma_buf_k=slots), 128)
+    with pytest.raises(ValueError, match=rf"pma_fold_delta needs pma_buf_k >= 3, got {slots}"):
+        _check_config(BwdConfig(pma_fold_delta=True, pma_buf_k=slots), 128)
 
 
-@pytest.mark.parametrize("bad", [-1, 1.5, None])
-def test_pma_buf_v_must_be_a_slot_count(bad):
+@pytest.mark.parametrize("name", ["pma_buf_k", "pma_buf_v"])
+@pytest.mark.parametrize("bad", [0, -1, 1.5, None])
+def test_pma_rings_need_a_slot_count(name, bad):
     from kernels.tlx_hopper import _check_config
 
-    _check_config(BwdConfig(pma_buf_kv=4, pma_buf_v=2), 128)
-    with pytest.raises(ValueError, match=rf"pma_buf_v must be an int >= 0 .*, got {bad!r}"):
-        _check_config(BwdConfig(pma_buf_v=bad), 128)
+    _check_config(BwdConfig(**{name: 1}, pma_fold_delta=False), 128)
+    with pytest.raises(ValueError, match=rf"{name} must be an int >= 1 .*, got {bad!r}"):
+        _check_config(BwdConfig(**{name: bad}), 128)
 
 
 @pytest.mark.parametrize("broadcast_q,q_len", [(False, 0), (True, 192), (True, 128), (True, 300)])
