@@ -426,8 +426,6 @@ BWD_SWITCHES = {
     "bwd-pma-k4-v2": ({"pma_buf_k": 4, "pma_buf_v": 2}, lambda: pma_roles_cases()),
     "bwd-pma-k4-v1-preprocess": ({"pma_buf_k": 4, "pma_buf_v": 1, "pma_fold_delta": False},
                                  lambda: pma_roles_cases()),
-    # its dK/dV stored straight from the gradient warpgroup's registers (inline PTX, 16-bit pairs)
-    "bwd-pma-direct-store": ({"pma_direct_store": True}, lambda: pma_roles_cases()),
 }
 
 
