@@ -144,8 +144,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
                     "sm_scale": "fp32", "B": "i32", "H": "i32", "q_len": "i32", "total_out": "i32"})
         const = dict(HEAD_DIM=d, NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v,
                      NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs,
-                     GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
-                     STAGE_OVER_V=cfg.pma_stage_over_v)
+                     GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta)
         sig.update({k: "constexpr" for k in const})
         src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const,
                                         attrs=_pointer_attrs(fn, sig))

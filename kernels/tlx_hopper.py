@@ -399,10 +399,6 @@ class BwdConfig:
     # fill 0.1 / 0.5 / 0.9 (4 and 6 ABBA rounds); 4 K + 2 V 0.995 / 0.972 / 1.001
     pma_buf_k: int = 3
     pma_buf_v: int = 3
-    # the gradient warpgroup stages dV and dK for their masked stores over the tile's V tile
-    # instead of its P^T tiles, so the P^T/dS^T slot returns to the score warpgroups before that
-    # epilogue (the V slot then waits for it too)
-    pma_stage_over_v: bool = False
     pma_buf_ps: int = 1       # its P^T/dS^T ring per step, from the score to the gradient warpgroup
     # 2 x 160 + 168 + the producer's 24 fill the register file (score 168 / gradient 152 spills
     # dK/dV, and ptxas then serialises every wgmma)
@@ -620,6 +616,6 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
         key_offset, entries, n_entries, scale, B, hq, q_len, total_out, HEAD_DIM=d,
         NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v, NUM_BUF_PS=cfg.pma_buf_ps,
         SCORE_REGS=cfg.pma_score_regs, GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
-        STAGE_OVER_V=cfg.pma_stage_over_v, num_warps=4, num_stages=1)
+        num_warps=4, num_stages=1)
     _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, PMA_Q_BLOCK, hq)
     return dq, dk, dv

@@ -115,7 +115,6 @@ def jfa_bwd_pma_kernel(
     HEAD_DIM: tl.constexpr, NUM_BUF_K: tl.constexpr, NUM_BUF_V: tl.constexpr,
     NUM_BUF_PS: tl.constexpr,
     SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr, FOLD_DELTA: tl.constexpr,
-    STAGE_OVER_V: tl.constexpr,
 ):
     BLOCK: tl.constexpr = 64           # keys per tile = query rows per step
     NSTEPS: tl.constexpr = 2
@@ -148,8 +147,7 @@ def jfa_bwd_pma_kernel(
     k_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_K, arrive_count=1)
     k_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_K, arrive_count=NSTEPS)
     v_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_V, arrive_count=1)
-    # STAGE_OVER_V: a V slot also waits for the gradient warpgroup's dK/dV staging over it
-    v_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_V, arrive_count=NSTEPS + STAGE_OVER_V)
+    v_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_V, arrive_count=NSTEPS)
     # step s, ring slot i at s * NUM_BUF_PS + i: full once the score warpgroup stored P^T/dS^T;
     # free once the gradient warpgroup's dV/dK (and staging) and the score warpgroup's dQ read them
     ps_fulls = tlx.alloc_barriers(num_barriers=NSTEPS * NUM_BUF_PS, arrive_count=1)
@@ -295,7 +293,6 @@ def jfa_bwd_pma_kernel(
         with tlx.async_task(num_warps=4, registers=GRAD_REGS):
             tlx.barrier_wait(q_full[0], 0)  # dK reads Q
             cnt_b = 0
-            cnt_kv = 0
             cnt_ps = 0
             for it in range(0, n_iter):
                 h, out_row0, qlen, kv_row0, klen = _batch_element(
@@ -303,13 +300,6 @@ def jfa_bwd_pma_kernel(
                 if klen > 0:
                     slot_b, phase_b = _bufidx_phase(cnt_b, 2)
                     tlx.barrier_wait(do_fulls[slot_b], phase_b)
-                    if FOLD_DELTA and STAGE_OVER_V:  # the O rows' turn of the V ring: no use here
-                        v_slot, v_phase = _bufidx_phase(cnt_kv, NUM_BUF_V)
-                        # (its fill proves the slot's previous use complete: this arrival cannot
-                        # count towards that one)
-                        tlx.barrier_wait(v_fulls[v_slot], v_phase)
-                        tlx.barrier_arrive(v_empties[v_slot], 1)
-                        cnt_kv += 1
                     for j in range(0, (klen + BLOCK - 1) // BLOCK):
                         ps_slot, ps_phase = _bufidx_phase(cnt_ps, NUM_BUF_PS)
                         for s in tl.static_range(NSTEPS):
@@ -323,20 +313,10 @@ def jfa_bwd_pma_kernel(
                                                    do_tiles[slot_b * NSTEPS + s], dv)
                                 dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
                         dv = tlx.async_dot_wait(0, dv)
+                        # the slot's P^T tiles are read (by the dV wgmmas only): stage dV, then
+                        # dK, over them and store the rows below klen
+                        stage = kv_stage[2 * ps_slot]
                         nrows = klen - j * BLOCK
-                        if STAGE_OVER_V:
-                            # the tile's V was read by both score warpgroups' dP^T before they
-                            # handed over its P^T/dS^T: stage dV, then dK, over it, so the P^T/dS^T
-                            # slot goes back to the score warpgroups before this epilogue
-                            dk = tlx.async_dot_wait(0, dk)
-                            for s in tl.static_range(NSTEPS):
-                                tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + ps_slot], 1)
-                            stage = v_tiles[_bufidx_phase(cnt_kv, NUM_BUF_V)[0]]
-                        else:
-                            # the slot's P^T tiles are read (by the dV wgmmas only): stage dV,
-                            # then dK, over them
-                            stage = kv_stage[2 * ps_slot]
-                        # read back in the masked store's layout (no relayout scratch)
                         tlx.local_store(stage, dv.to(dtype))
                         _store_rows(dv_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows, H,
                                     h, HEAD_DIM, BLOCK)
@@ -344,16 +324,9 @@ def jfa_bwd_pma_kernel(
                         tlx.local_store(stage, (dk * sm_scale).to(dtype))
                         _store_rows(dk_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows, H,
                                     h, HEAD_DIM, BLOCK)
-                        if STAGE_OVER_V:
-                            # the producer's next TMA load into the V tile (the async proxy) goes
-                            # after these generic stores and loads
-                            tlx.fence("async_shared")
-                            tlx.barrier_arrive(v_empties[_bufidx_phase(cnt_kv, NUM_BUF_V)[0]], 1)
-                        else:
-                            for s in tl.static_range(NSTEPS):
-                                tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + ps_slot], 1)
+                        for s in tl.static_range(NSTEPS):
+                            tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + ps_slot], 1)
                         cnt_ps += 1
-                        cnt_kv += 1
                     # the element's last dV was waited on
                     tlx.barrier_arrive(do_empties[slot_b], 1)
                     cnt_b += 1

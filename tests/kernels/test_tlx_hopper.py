@@ -426,10 +426,6 @@ BWD_SWITCHES = {
     "bwd-pma-k4-v2": ({"pma_buf_k": 4, "pma_buf_v": 2}, lambda: pma_roles_cases()),
     "bwd-pma-k4-v1-preprocess": ({"pma_buf_k": 4, "pma_buf_v": 1, "pma_fold_delta": False},
                                  lambda: pma_roles_cases()),
-    # its dK/dV staged over the tile's V tile, with and without the O rows' turn of the rings
-    "bwd-pma-stage-over-v": ({"pma_stage_over_v": True}, lambda: pma_roles_cases()),
-    "bwd-pma-stage-over-v-preprocess": ({"pma_stage_over_v": True, "pma_fold_delta": False},
-                                        lambda: pma_roles_cases()),
 }
 
 
