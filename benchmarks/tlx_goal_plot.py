@@ -115,7 +115,10 @@ def plot(runs: list[tuple[str, dict]], out: Path, marks: dict[str, str] | None =
             ax.axvline(at, color="black", linestyle=":", linewidth=1)
             ax.text(at, 0.02, f" {note}", transform=ax.get_xaxis_transform(), fontsize=7, rotation=90,
                     va="bottom", ha="right")
-        ax.set_xticks(list(x), [label for label, _ in runs], fontsize=8)
+        # "run N" labels side by side overlap once there are a few dozen runs: numbers, upright
+        ax.set_xticks(list(x), [label.removeprefix("run ") for label, _ in runs], fontsize=7,
+                      rotation=90)
+        ax.set_xlabel("run", fontsize=8)
         ax.set_title(f"{pass_}: goal time / tlx time (>= 1: goal met)", fontsize=9)
         ax.grid(True, alpha=0.3)
     handles = {h.get_label(): h for ax in axes for h in ax.get_lines() if not h.get_label().startswith("_")}
