@@ -420,7 +420,7 @@ BWD_SWITCHES = {
     "bwd-pma-kv2": ({"pma_buf_k": 2, "pma_buf_v": 2, "pma_buf_ps": 2, "pma_fold_delta": False},
                     lambda: pma_roles_cases()),
     # the split-role pass with the preprocess kernel's delta (bwd_config: it sums delta itself from O
-    # rows sent through its K/V ring)
+    # rows sent through its K and V rings)
     "bwd-pma-preprocess": ({"pma_fold_delta": False}, lambda: pma_roles_cases()),
     # other K and V ring depths, with and without the O rows' turn of the rings
     "bwd-pma-k4-v2": ({"pma_buf_k": 4, "pma_buf_v": 2}, lambda: pma_roles_cases()),
