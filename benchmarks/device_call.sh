@@ -3,6 +3,11 @@
 #   left      seconds until the call's deadline (CALL_S, default 360, from when this was sourced)
 #   log MSG   a timestamped line on stdout and in $OUT/call.log
 #   finish    $OUT packed into one r.tgz beside call.log (the device tool returns few files)
+#   ratios FILE FIELD   FIELD of each row of a JSONL file, rounded (for the log)
+#   gpu_tests NAME ARGS...   pytest ARGS into $OUT/tests_NAME.txt, logged with its failures; status
+#             0 when something passed and nothing failed (gate the A/Bs on it)
+#   ab_run NAME FIELD ARGS...   tlx_hopper_bench ARGS (an --ab / --ab-bwd candidate) in 4 ABBA
+#             rounds into $OUT/ab_NAME.jsonl, FIELD (its ratio column) logged
 # and records the kernels' md5 sums (which code the call ran) in $OUT/md5.txt.
 set -u
 T0=$(date +%s); DEADLINE=$(( T0 + ${CALL_S:-360} ))
@@ -14,5 +19,19 @@ finish() {
   log "end"
   cp "$OUT/call.log" /tmp/call.log
   (cd "$OUT" && tar czf /tmp/r.tgz . && find . -mindepth 1 -delete && mv /tmp/r.tgz . && cp /tmp/call.log .)
+}
+ratios() { python -c "import json; print([round(json.loads(l)['$2'], 3) for l in open('$1')])" 2>&1; }
+gpu_tests() {
+  local name=$1; shift
+  timeout "$(( $(left) - 60 ))" python -m pytest "$@" -n 14 -q -p no:cacheprovider > "$OUT/tests_$name.txt" 2>&1
+  log "$name tests rc=$? $(tail -1 "$OUT/tests_$name.txt")"
+  grep -E "FAILED|Error" "$OUT/tests_$name.txt" | head -10 >> "$OUT/call.log"
+  grep -q " passed" "$OUT/tests_$name.txt" && ! grep -q " failed" "$OUT/tests_$name.txt"
+}
+ab_run() {
+  local name=$1 field=$2; shift 2
+  timeout "$(( $(left) - 10 ))" python -m benchmarks.tlx_hopper_bench "$@" --baseline-rounds 1 \
+    --ab-rounds 4 --out "$OUT/ab_$name.jsonl" > "$OUT/ab_$name.log" 2>&1
+  log "ab $name rc=$? $(ratios "$OUT/ab_$name.jsonl" "$field")"
 }
 md5sum kernels/*.py > "$OUT/md5.txt"
