@@ -405,7 +405,7 @@ class BwdConfig:
     pma_score_regs: int = 160
     pma_grad_regs: int = 168
     # the split-role pass computes delta = rowsum(dO * O) itself instead of a preprocess kernel: the
-    # producer loads each batch element's O rows through the K/V ring (one extra ring turn per
+    # producer loads each batch element's O rows through the K and V rings (one extra turn per
     # element), each score warpgroup sums its step's rows against the dO tile it holds anyway. The
     # preprocess read O and dO (B * q_len rows each) whatever the keys. Run 25 (H200, PMA q128
     # forward+backward, 5 A/Bs each, gradients bit-identical): fill 0.1 -8 %, 0.5 -3.3 %, 0.9 -2.4 %
