@@ -1,0 +1,56 @@
+"""benchmarks/device_call.sh, the device calls' shared preamble, run by bash in a scratch tree with
+a stub bundle and a `python` whose pytest prints a chosen summary (the rest is this Python)."""
+
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_call(tmp_path: Path, summary: str, body: str) -> tuple[subprocess.CompletedProcess, Path]:
+    tree = tmp_path / "tree"
+    (tree / ".gpu/tools").mkdir(parents=True)
+    (tree / ".gpu/tools/unpack.sh").write_text("exit 0\n")
+    (tree / "benchmarks").mkdir()
+    shutil.copy(REPO / "benchmarks/device_call.sh", tree / "benchmarks")
+    (tree / "kernels").mkdir()
+    (tree / "kernels/k.py").write_text("x = 1\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(
+        f'#!/bin/sh\nif [ "$1 $2" = "-m pytest" ]; then echo \'{summary}\'; exit 0; fi\n'
+        f'exec {sys.executable} "$@"\n')
+    (bin_dir / "python").chmod(0o755)
+    out = tmp_path / "out"
+    out.mkdir()
+    script = f"source benchmarks/device_call.sh\n{body}\nfinish\n"
+    res = subprocess.run(["bash", "-c", script], cwd=tree, capture_output=True, text=True,
+                         env={"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(out), "CALL_S": "300"})
+    return res, out
+
+
+@pytest.mark.parametrize("summary,gate", [("12 passed in 3.1s", 0), ("1 failed, 11 passed in 3.1s", 1),
+                                          ("5 deselected in 0.1s", 1)])
+def test_gpu_tests_gates_on_passed_and_none_failed(tmp_path, summary, gate):
+    res, out = run_call(tmp_path, summary, 'gpu_tests demo tests/x.py; echo "gate=$?"')
+    assert res.returncode == 0, res.stderr
+    assert f"gate={gate}" in res.stdout
+    assert f"demo tests rc=0 {summary}" in res.stdout
+    # finish: everything but the log packed into one archive beside it
+    assert sorted(p.name for p in out.iterdir()) == ["call.log", "r.tgz"]
+    with tarfile.open(out / "r.tgz") as tar:
+        names = {Path(n).name for n in tar.getnames()}
+    assert {"tests_demo.txt", "md5.txt", "call.log"} <= names
+
+
+def test_ratios_rounds_a_field_of_each_row(tmp_path):
+    body = ("printf '{\"r\": 0.98765}\\n{\"r\": 1.5}\\n' > \"$OUT/a.jsonl\"\n"
+            "ratios \"$OUT/a.jsonl\" r")
+    res, _ = run_call(tmp_path, "", body)
+    assert res.returncode == 0, res.stderr
+    assert "[0.988, 1.5]" in res.stdout
