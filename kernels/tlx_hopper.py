@@ -226,18 +226,22 @@ def o_by_tma_only(cfg: FwdConfig, broadcast_q: bool, q_len: int) -> bool:
     return bool(cfg.tma_store_o and broadcast_q and q_len % 64 == 0)
 
 
+def _check_count(cfg: FwdConfig | BwdConfig, name: str, minimum: int, meaning: str) -> None:
+    """Field `name` of cfg an int of at least `minimum`, else a ValueError naming it and the rule."""
+    value = getattr(cfg, name)
+    if not (isinstance(value, int) and value >= minimum):
+        raise ValueError(f"tlx {type(cfg).__name__}: {name} must be an int >= {minimum} ({meaning}), "
+                         f"got {value!r}")
+
+
 def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
     """The launchers' checks of a configuration that the kernels would otherwise hang on, misread or
     not fit in shared memory."""
-    if not (isinstance(cfg.tile_window, int) and cfg.tile_window >= 0):
-        raise ValueError(f"tlx {type(cfg).__name__}: tile_window must be an int >= 0 (0: one sequence's "
-                         f"blocks), got {cfg.tile_window!r}")
+    _check_count(cfg, "tile_window", 0, "0: one sequence's blocks")
     if not isinstance(cfg, BwdConfig):
         return
-    for name in ("pma_buf_k", "pma_buf_v"):
-        if not (isinstance(getattr(cfg, name), int) and getattr(cfg, name) >= 1):
-            raise ValueError(f"tlx BwdConfig: {name} must be an int >= 1 (ring slots), got "
-                             f"{getattr(cfg, name)!r}")
+    _check_count(cfg, "pma_buf_k", 1, "ring slots")
+    _check_count(cfg, "pma_buf_v", 1, "ring slots")
     if cfg.pma_fold_delta and cfg.pma_buf_k < 3:
         # a tile's K slot stays held until the next tile's dQ wgmma read it, and a batch element's
         # O rows take a slot before its first tile: with two, that tile waits for the held slot
