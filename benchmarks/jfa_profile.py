@@ -77,7 +77,8 @@ def host_profile(step: Callable[[], None], calls: int, top: int = 12) -> str:
     return "\n".join(lines)
 
 
-def profile(method: str, inputs, passes: str, calls: int, with_host_profile: bool = False) -> str:
+def profile(method: str, inputs, passes: str, calls: int, with_host_profile: bool = False,
+            top_kernels: int = 4) -> str:
     import triton.testing
 
     for x in inputs.leaves():
@@ -98,7 +99,7 @@ def profile(method: str, inputs, passes: str, calls: int, with_host_profile: boo
     host = host_ms(step, calls)
     kernels = kernel_ms(step, calls)
     device = sum(kernels.values())
-    top = sorted(kernels.items(), key=lambda kv: -kv[1])[:4]
+    top = sorted(kernels.items(), key=lambda kv: -kv[1])[:top_kernels]
     shares = ", ".join(f"{name[:48]} {ms:.3f}" for name, ms in top)
     row = f"| {method} | {passes} | {wall:.3f} | {host:.3f} | {device:.3f} | {len(kernels)} | {shares} |"
     return row + ("\n" + host_profile(step, calls) if with_host_profile else "")
@@ -112,6 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--host-profile", action="store_true", help="also print each row's top host functions")
+    parser.add_argument("--top-kernels", type=int, default=4, help="kernels listed per row, largest first")
     parser.add_argument("--fwd-config", default="", metavar="FIELD=VALUE[,...]",
                         help="tlx: FwdConfig fields changed in every forward (an A/B's candidate)")
     parser.add_argument("--bwd-config", default="", metavar="FIELD=VALUE[,...]",
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
         for method in args.methods.split(","):
             for passes in args.passes.split(","):
                 try:
-                    print(profile(method, inputs, passes, args.calls, args.host_profile), flush=True)
+                    print(profile(method, inputs, passes, args.calls, args.host_profile, args.top_kernels), flush=True)
                 except Exception as error:  # a failing method is a row, not the end of the run
                     print(f"| {method} | {passes} | {type(error).__name__}: {str(error).splitlines()[0][:80]} | | | | |")
 
