@@ -57,6 +57,21 @@ def kernel_ms(step: Callable[[], None], calls: int) -> dict[str, float]:
     return dict(per_kernel)
 
 
+def runtime_calls(step: Callable[[], None], calls: int) -> str:
+    """The CUDA runtime/driver API calls a step makes (torch.profiler's CPU side): count and host ms
+    per call, largest first. A synchronising call (cudaStreamSynchronize, cudaMemcpy to the host,
+    cudaFree) inside an attention call makes its host time wait for the GPU; one
+    cudaDeviceSynchronize per `calls` steps is the loop's own."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                            torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            step()
+        torch.cuda.synchronize()
+    rows = [(event.cpu_time_total / 1e3 / calls, event.count / calls, event.key) for event in prof.key_averages()
+            if event.key.startswith("cu") and event.device_type == torch.autograd.DeviceType.CPU]
+    return "\n".join(f"    {ms:7.3f} ms, {count:5.1f} calls  {key}" for ms, count, key in sorted(rows, reverse=True))
+
+
 def host_profile(step: Callable[[], None], calls: int, top: int = 12) -> str:
     """The `top` functions by own host time, then by cumulative time, over `calls` calls (cProfile)."""
     import cProfile
@@ -78,7 +93,7 @@ def host_profile(step: Callable[[], None], calls: int, top: int = 12) -> str:
 
 
 def profile(method: str, inputs, passes: str, calls: int, with_host_profile: bool = False,
-            top_kernels: int = 4) -> str:
+            top_kernels: int = 4, with_runtime_calls: bool = False) -> str:
     import triton.testing
 
     for x in inputs.leaves():
@@ -102,6 +117,8 @@ def profile(method: str, inputs, passes: str, calls: int, with_host_profile: boo
     top = sorted(kernels.items(), key=lambda kv: -kv[1])[:top_kernels]
     shares = ", ".join(f"{name[:48]} {ms:.3f}" for name, ms in top)
     row = f"| {method} | {passes} | {wall:.3f} | {host:.3f} | {device:.3f} | {len(kernels)} | {shares} |"
+    if with_runtime_calls:
+        row += "\n" + runtime_calls(step, calls)
     return row + ("\n" + host_profile(step, calls) if with_host_profile else "")
 
 
@@ -113,6 +130,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--host-profile", action="store_true", help="also print each row's top host functions")
+    parser.add_argument("--runtime-calls", action="store_true",
+                        help="also print each row's CUDA runtime/driver API calls (syncs, mallocs, launches)")
     parser.add_argument("--top-kernels", type=int, default=4, help="kernels listed per row, largest first")
     parser.add_argument("--fwd-config", default="", metavar="FIELD=VALUE[,...]",
                         help="tlx: FwdConfig fields changed in every forward (an A/B's candidate)")
@@ -133,7 +152,8 @@ def main(argv: list[str] | None = None) -> None:
         for method in args.methods.split(","):
             for passes in args.passes.split(","):
                 try:
-                    print(profile(method, inputs, passes, args.calls, args.host_profile, args.top_kernels), flush=True)
+                    print(profile(method, inputs, passes, args.calls, args.host_profile, args.top_kernels,
+                                          args.runtime_calls), flush=True)
                 except Exception as error:  # a failing method is a row, not the end of the run
                     print(f"| {method} | {passes} | {type(error).__name__}: {str(error).splitlines()[0][:80]} | | | | |")
 

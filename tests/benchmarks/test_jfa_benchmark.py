@@ -235,3 +235,14 @@ def test_self_attention_inputs_share_one_offsets_tensor_as_the_model_passes_them
         assert inputs.query_offset is None
     else:
         assert inputs.query_offset is inputs.key_offset
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_runtime_calls_show_a_step_that_waits_for_the_gpu() -> None:
+    """benchmarks.jfa_profile.runtime_calls: a copy to the host inside the step shows as its runtime calls."""
+    from benchmarks.jfa_profile import runtime_calls
+
+    x = torch.randn(1 << 20, device="cuda")
+    listing = runtime_calls(lambda: (x * 2).sum().item(), calls=3)
+    assert "cudaMemcpyAsync" in listing or "cudaStreamSynchronize" in listing, listing
+    assert "cudaMemcpyAsync" not in runtime_calls(lambda: x.mul_(1.0), calls=3)
