@@ -414,11 +414,6 @@ class BwdConfig:
     # preprocess read O and dO (B * q_len rows each) whatever the keys. Run 25 (H200, PMA q128
     # forward+backward, 5 A/Bs each, gradients bit-identical): fill 0.1 -8 %, 0.5 -3.3 %, 0.9 -2.4 %
     pma_fold_delta: bool = False
-    # its gradient warpgroup stores a tile's dK/dV by TMA from their staging tile when all 64 keys
-    # lie in the sequence (a TMA store cannot stop at klen), waiting only for the store to read the
-    # tile, instead of reading the tile back into registers for a masked store; the tail tile keeps
-    # the masked store. Outputs bit-identical (prepared in session 30, CPU compile check only)
-    pma_tma_store: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -618,18 +613,13 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
     dq = torch.empty_like(query)
     if POISON_OUTPUTS:
         dq.fill_(float("nan"))
-    desc_k, desc_v = _descriptor(key, key.shape[0], 64), _descriptor(value, value.shape[0], 64)
-    if cfg.pma_tma_store:
-        desc_dk, desc_dv = _descriptor(dk, dk.shape[0], 64), _descriptor(dv, dv.shape[0], 64)
-    else:
-        desc_dk, desc_dv = desc_k, desc_v  # not written: every tile takes the masked store
     launch(jfa_bwd_pma_kernel, (n_prog,),
-        _descriptor(query, q_len, 64), _descriptor(grad_out, total_out, 64), desc_k, desc_v,
-        desc_dk, desc_dv,
+        _descriptor(query, q_len, 64), _descriptor(grad_out, total_out, 64),
+        _descriptor(key, key.shape[0], 64), _descriptor(value, value.shape[0], 64),
         _descriptor(part, part.shape[0], 64), _descriptor(out, total_out, 64), dk, dv, lse, delta,
         key_offset, entries, n_entries, scale, B, hq, q_len, total_out, HEAD_DIM=d,
         NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v, NUM_BUF_PS=cfg.pma_buf_ps,
         SCORE_REGS=cfg.pma_score_regs, GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
-        TMA_STORE=cfg.pma_tma_store, num_warps=4, num_stages=1)
+        num_warps=4, num_stages=1)
     _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, PMA_Q_BLOCK, hq)
     return dq, dk, dv

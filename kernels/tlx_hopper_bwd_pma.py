@@ -64,20 +64,6 @@ def _store_rows(ptr, x, row0, nrows, H, h, HEAD_DIM: tl.constexpr, BLOCK: tl.con
 
 
 @triton.jit
-def _store_staged(desc, ptr, stage, row0, nrows, H, h, by_tma, HEAD_DIM: tl.constexpr,
-                  BLOCK: tl.constexpr):
-    """The [BLOCK, D] tile just stored into `stage` to rows row0 .. row0 + nrows - 1 of head h:
-    by TMA (every row in the sequence; returns once the store has read the tile, which is then
-    free), else read back for a masked store."""
-    if by_tma:
-        tlx.fence("async_shared")
-        tlx.async_descriptor_store(desc, stage, [row0, h * HEAD_DIM])
-        tlx.async_descriptor_store_wait(0)
-    else:
-        _store_rows(ptr, tlx.local_load(stage), row0, nrows, H, h, HEAD_DIM, BLOCK)
-
-
-@triton.jit
 def _load_kv_turn(cnt, desc_k, desc_v, k_row, v_row, col, k_tiles, v_tiles, k_fulls, k_empties,
                   v_fulls, v_empties, TILE_BYTES: tl.constexpr, NUM_BUF_K: tl.constexpr,
                   NUM_BUF_V: tl.constexpr):
@@ -122,7 +108,6 @@ def _scores_p(st, lse2, kv_pos, klen, qk_scale, BLOCK: tl.constexpr):
 @triton.jit
 def jfa_bwd_pma_kernel(
     desc_q, desc_do, desc_k, desc_v,   # TMA, boxes [64, D]: q [q_len, H*D], do [B*q_len, H*D], k/v [total_kv, H*D]
-    desc_dk, desc_dv,                  # TMA stores, boxes [64, D]: dk/dv [total_kv, H*D] (TMA_STORE)
     desc_part,                         # TMA store, box [64, D]: fp32 dQ partials [n_prog * 128, D]
     desc_o,                            # TMA, box [64, D]: o [B*q_len, H*D] (FOLD_DELTA)
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, k_off, tile_entry, n_entries, sm_scale, B, H, q_len,
@@ -130,7 +115,6 @@ def jfa_bwd_pma_kernel(
     HEAD_DIM: tl.constexpr, NUM_BUF_K: tl.constexpr, NUM_BUF_V: tl.constexpr,
     NUM_BUF_PS: tl.constexpr,
     SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr, FOLD_DELTA: tl.constexpr,
-    TMA_STORE: tl.constexpr,
 ):
     BLOCK: tl.constexpr = 64           # keys per tile = query rows per step
     NSTEPS: tl.constexpr = 2
@@ -332,16 +316,14 @@ def jfa_bwd_pma_kernel(
                         # the slot's P^T tiles are read (by the dV wgmmas only): stage dV, then
                         # dK, over them and store the rows below klen
                         stage = kv_stage[2 * ps_slot]
-                        row = kv_row0 + j * BLOCK
                         nrows = klen - j * BLOCK
-                        by_tma = TMA_STORE and nrows >= BLOCK
                         tlx.local_store(stage, dv.to(dtype))
-                        _store_staged(desc_dv, dv_ptr, stage, row, nrows, H, h, by_tma, HEAD_DIM,
-                                      BLOCK)
+                        _store_rows(dv_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows, H,
+                                    h, HEAD_DIM, BLOCK)
                         dk = tlx.async_dot_wait(0, dk)
                         tlx.local_store(stage, (dk * sm_scale).to(dtype))
-                        _store_staged(desc_dk, dk_ptr, stage, row, nrows, H, h, by_tma, HEAD_DIM,
-                                      BLOCK)
+                        _store_rows(dk_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows, H,
+                                    h, HEAD_DIM, BLOCK)
                         for s in tl.static_range(NSTEPS):
                             tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + ps_slot], 1)
                         cnt_ps += 1
