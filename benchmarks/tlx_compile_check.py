@@ -70,7 +70,7 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len):
         "NUM_MB": "i32", "total_out": "i32", "ctas_per_pair": "i32", "tile_window": "i32",
     }
     const = dict(HEAD_DIM=d, BLOCK_N=cfg.block_n, NUM_GROUPS=cfg.num_groups,
-                 NUM_BUF_Q=cfg.num_buf_q, NUM_BUF_KV=cfg.num_buf_kv, NUM_BUF_V=cfg.num_buf_v,
+                 NUM_BUF_Q=cfg.num_buf_q, NUM_BUF_KV=cfg.num_buf_kv,
                  CONSUMER_REGS=cfg.consumer_regs, CAUSAL=causal, HAS_WINDOW=window,
                  BROADCAST_Q=bcast, RESIDENT=bcast, TMA_STORE_O=cfg.tma_store_o,
                  SKIP_IDLE_GROUPS=cfg.skip_idle_groups, LATE_P_CAST=cfg.late_p_cast,
@@ -144,8 +144,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
                     "sm_scale": "fp32", "B": "i32", "H": "i32", "q_len": "i32", "total_out": "i32"})
         const = dict(HEAD_DIM=d, NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v,
                      NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs,
-                     GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
-                     DIRECT_STORE=cfg.pma_direct_store)
+                     GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta)
         sig.update({k: "constexpr" for k in const})
         src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const,
                                         attrs=_pointer_attrs(fn, sig))

@@ -146,11 +146,6 @@ class FwdConfig:
     # cast hides the fp32 ulp); PMA forward -0.2 to -4 %, self/dense -0.2 to +1.0 %: on for
     # broadcast Q at D=128
     rcp_normalise: bool = False
-    # > 0: V's ring this deep and K's num_buf_kv (0: both num_buf_kv). A block's V is read by the
-    # PV issued beside the next block's QK^T, so with one depth V frees its slot a block after K;
-    # e.g. 2 K + 3 V slots prefetch two blocks ahead where 2 + 2 prefetch one (prepared in
-    # session 29 on the CPU: compile check only)
-    num_buf_v: int = 0
 
     @property
     def block_m(self) -> int:
@@ -243,8 +238,6 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
     """The launchers' checks of a configuration that the kernels would otherwise hang on, misread or
     not fit in shared memory."""
     _check_count(cfg, "tile_window", 0, "0: one sequence's blocks")
-    if isinstance(cfg, FwdConfig):
-        _check_count(cfg, "num_buf_v", 0, "0: num_buf_kv")
     if not isinstance(cfg, BwdConfig):
         return
     _check_count(cfg, "pma_buf_k", 1, "ring slots")
@@ -358,8 +351,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         _sm_scale(params, d), 0 if window is None else int(window), B, hq, hq // hkv, q_len,
         num_mb, total_out, ctas_per_pair, cfg.tile_window or num_mb,
         HEAD_DIM=d, BLOCK_N=cfg.block_n, NUM_GROUPS=cfg.num_groups, NUM_BUF_Q=cfg.num_buf_q,
-        NUM_BUF_KV=cfg.num_buf_kv, NUM_BUF_V=cfg.num_buf_v,
-        CONSUMER_REGS=cfg.consumer_regs, CAUSAL=bool(params.causal),
+        NUM_BUF_KV=cfg.num_buf_kv, CONSUMER_REGS=cfg.consumer_regs, CAUSAL=bool(params.causal),
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
         TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
@@ -411,13 +403,6 @@ class BwdConfig:
     # fill 0.1 / 0.5 / 0.9 (4 and 6 ABBA rounds); 4 K + 2 V 0.995 / 0.972 / 1.001
     pma_buf_k: int = 3
     pma_buf_v: int = 3
-    # the gradient warpgroup stores dK/dV straight from its wgmma accumulators (inline PTX: a quad
-    # transpose by shuffles, then 16-byte stores; `tlx_ptx.acc_store_asm`) instead of staging them
-    # over the tile's P^T tiles and reading them back, so the P^T/dS^T slot returns to the score
-    # warpgroups before the stores. Prepared in session 29 (CPU: compile check, the PTX run by an
-    # interpreter), not yet GPU-run; run 31's version with 4-byte stores: 0.83 / 1.23 / 1.25 at
-    # fill 0.1 / 0.5 / 0.9
-    pma_direct_store: bool = False
     pma_buf_ps: int = 1       # its P^T/dS^T ring per step, from the score to the gradient warpgroup
     # 2 x 160 + 168 + the producer's 24 fill the register file (score 168 / gradient 152 spills
     # dK/dV, and ptxas then serialises every wgmma)
@@ -635,6 +620,6 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
         key_offset, entries, n_entries, scale, B, hq, q_len, total_out, HEAD_DIM=d,
         NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v, NUM_BUF_PS=cfg.pma_buf_ps,
         SCORE_REGS=cfg.pma_score_regs, GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
-        DIRECT_STORE=cfg.pma_direct_store, num_warps=4, num_stages=1)
+        num_warps=4, num_stages=1)
     _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, PMA_Q_BLOCK, hq)
     return dq, dk, dv

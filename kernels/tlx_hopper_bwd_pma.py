@@ -43,7 +43,6 @@ import triton.language.extra.tlx as tlx
 
 from kernels.tlx_hopper_bwd import _dkdv_probs, _row_lse2, _row_stats
 from kernels.tlx_hopper_fwd import _bufidx_phase
-from kernels.tlx_ptx import acc_store_asm
 from kernels.tlx_schedule import n_iterations, seq_bounds, tile_at
 
 LOG2E = tl.constexpr(1.4426950408889634)
@@ -62,34 +61,6 @@ def _store_rows(ptr, x, row0, nrows, H, h, HEAD_DIM: tl.constexpr, BLOCK: tl.con
     r = tl.arange(0, BLOCK)
     offs = (row0 + r).to(tl.int64)[:, None] * (H * HEAD_DIM) + h * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
     tl.store(ptr + offs, x, mask=(r < nrows)[:, None])
-
-
-ACC_STORE_BF16_ASM, ACC_STORE_CONSTRAINTS = (tl.constexpr(x) for x in acc_store_asm(128, "bf16x2"))
-ACC_STORE_F16_ASM = tl.constexpr(acc_store_asm(128, "f16x2")[0])
-
-
-@triton.jit
-def _store_acc_rows(ptr, x, row0, nrows, H, h, HEAD_DIM: tl.constexpr):
-    """DIRECT_STORE: x [64, 128] (one warpgroup's fp32 wgmma accumulator) cast to ptr's dtype into
-    rows row0 .. row0 + nrows - 1 of head h of ptr [*, H, D], from the registers by
-    `tlx_ptx.acc_store_asm` (a quad transpose, then 16-byte stores): no staging in shared memory
-    and no layout conversion (only scalars enter besides x, as splats: index tensors would be
-    converted through shared memory). In the m64 accumulator layout warp w of the warpgroup holds
-    rows 16w + lane/4 and that + 8; after the transpose lane q stores 8-column blocks q, q + 4, ..."""
-    tl.static_assert(x.shape[0] == 64 and x.shape[1] == 128 and HEAD_DIM == 128)
-    t = tlx.thread_id(0)
-    lane = t % 32
-    r = 16 * ((t // 32) % 4) + lane // 4
-    base = ptr + h * HEAD_DIM + 8 * (lane % 4)
-    row_stride = H * HEAD_DIM
-    addr0 = (base + (row0 + r).to(tl.int64) * row_stride).to(tl.int64, bitcast=True)
-    addr8 = (base + (row0 + r + 8).to(tl.int64) * row_stride).to(tl.int64, bitcast=True)
-    zero = tl.full(x.shape, 0, tl.int64)
-    tl.inline_asm_elementwise(
-        ACC_STORE_BF16_ASM if ptr.dtype.element_ty == tl.bfloat16 else ACC_STORE_F16_ASM,
-        ACC_STORE_CONSTRAINTS,
-        [x, zero + tl.where(r < nrows, addr0, 0), zero + tl.where(r + 8 < nrows, addr8, 0)],
-        dtype=tl.int32, is_pure=False, pack=64)
 
 
 @triton.jit
@@ -144,7 +115,6 @@ def jfa_bwd_pma_kernel(
     HEAD_DIM: tl.constexpr, NUM_BUF_K: tl.constexpr, NUM_BUF_V: tl.constexpr,
     NUM_BUF_PS: tl.constexpr,
     SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr, FOLD_DELTA: tl.constexpr,
-    DIRECT_STORE: tl.constexpr,
 ):
     BLOCK: tl.constexpr = 64           # keys per tile = query rows per step
     NSTEPS: tl.constexpr = 2
@@ -343,28 +313,19 @@ def jfa_bwd_pma_kernel(
                                                    do_tiles[slot_b * NSTEPS + s], dv)
                                 dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
                         dv = tlx.async_dot_wait(0, dv)
+                        # the slot's P^T tiles are read (by the dV wgmmas only): stage dV, then
+                        # dK, over them and store the rows below klen
+                        stage = kv_stage[2 * ps_slot]
                         nrows = klen - j * BLOCK
-                        if DIRECT_STORE:
-                            # the slot is read: back to the score warpgroups before the stores
-                            dk = tlx.async_dot_wait(0, dk)
-                            for s in tl.static_range(NSTEPS):
-                                tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + ps_slot], 1)
-                            _store_acc_rows(dv_ptr, dv, kv_row0 + j * BLOCK, nrows, H, h, HEAD_DIM)
-                            _store_acc_rows(dk_ptr, dk * sm_scale, kv_row0 + j * BLOCK, nrows, H,
-                                            h, HEAD_DIM)
-                        else:
-                            # the slot's P^T tiles are read (by the dV wgmmas only): stage dV, then
-                            # dK, over them and store the rows below klen
-                            stage = kv_stage[2 * ps_slot]
-                            tlx.local_store(stage, dv.to(dtype))
-                            _store_rows(dv_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows,
-                                        H, h, HEAD_DIM, BLOCK)
-                            dk = tlx.async_dot_wait(0, dk)
-                            tlx.local_store(stage, (dk * sm_scale).to(dtype))
-                            _store_rows(dk_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows,
-                                        H, h, HEAD_DIM, BLOCK)
-                            for s in tl.static_range(NSTEPS):
-                                tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + ps_slot], 1)
+                        tlx.local_store(stage, dv.to(dtype))
+                        _store_rows(dv_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows, H,
+                                    h, HEAD_DIM, BLOCK)
+                        dk = tlx.async_dot_wait(0, dk)
+                        tlx.local_store(stage, (dk * sm_scale).to(dtype))
+                        _store_rows(dk_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows, H,
+                                    h, HEAD_DIM, BLOCK)
+                        for s in tl.static_range(NSTEPS):
+                            tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + ps_slot], 1)
                         cnt_ps += 1
                     # the element's last dV was waited on
                     tlx.barrier_arrive(do_empties[slot_b], 1)

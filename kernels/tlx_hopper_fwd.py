@@ -169,7 +169,6 @@ def _release_staged_q_slot(q_empties, release, held_o):
 def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p,
                       m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
                       cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
-                      V_BUF: tl.constexpr,
                       CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, MASK: tl.constexpr,
                       BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
                       LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr):
@@ -183,7 +182,7 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
     _pingpong_leave(cid, NUM_GROUPS)
     if LATE_P_CAST:
         p = p.to(dtype)
-    v_idx, v_phase = _bufidx_phase(cnt - 1, V_BUF)
+    v_idx, v_phase = _bufidx_phase(cnt - 1, NUM_BUF_KV)
     tlx.barrier_wait(v_fulls[v_idx], v_phase)
     acc = tlx.async_dot(p, v_tiles[v_idx], acc)
     qk = tlx.async_dot_wait(1, qk)
@@ -210,8 +209,7 @@ def jfa_fwd_kernel(
     tile_entry, n_entries,           # schedule (tlx_schedule.build_schedule)
     sm_scale, window, B, H, G, q_len, NUM_MB, total_out, ctas_per_pair, tile_window,
     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, NUM_GROUPS: tl.constexpr,
-    NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, NUM_BUF_V: tl.constexpr,
-    CONSUMER_REGS: tl.constexpr,
+    NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
@@ -228,24 +226,21 @@ def jfa_fwd_kernel(
     n_prog = tl.num_programs(0)
     # ---- shared memory and barriers -------------------------------------------------------
     q_tiles = tlx.local_alloc((BM_SPLIT, HEAD_DIM), dtype, NUM_GROUPS * NUM_BUF_Q)
-    # NUM_BUF_V > 0: V's ring that deep, K's NUM_BUF_KV (a block's V is read one block later than
-    # its K, by the PV issued beside the next QK^T, so it holds its slot longer)
-    V_BUF: tl.constexpr = NUM_BUF_V if NUM_BUF_V > 0 else NUM_BUF_KV
     k_tiles = tlx.local_alloc((BLOCK_N, HEAD_DIM), dtype, NUM_BUF_KV)
-    v_tiles = tlx.local_alloc((BLOCK_N, HEAD_DIM), dtype, V_BUF)
+    v_tiles = tlx.local_alloc((BLOCK_N, HEAD_DIM), dtype, NUM_BUF_KV)
     q_fulls = tlx.alloc_barriers(num_barriers=NUM_GROUPS * NUM_BUF_Q, arrive_count=1)
     q_empties = tlx.alloc_barriers(num_barriers=NUM_GROUPS * NUM_BUF_Q, arrive_count=1)
     k_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=1)
-    v_fulls = tlx.alloc_barriers(num_barriers=V_BUF, arrive_count=1)
+    v_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=1)
     if WARP_ARRIVE:
         # every consumer thread arrives on its own once its wgmma that read the slot was waited on:
         # no warpgroup sync before each arrive (a plain mbarrier takes one thread's arrival after a
         # bar.sync of its 128 threads, two per arrive in the sm_90 SASS)
         k_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * NUM_GROUPS)
-        v_empties = tlx.alloc_warp_barrier(num_barriers=V_BUF, num_warps=4 * NUM_GROUPS)
+        v_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * NUM_GROUPS)
     else:
         k_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
-        v_empties = tlx.alloc_barriers(num_barriers=V_BUF, arrive_count=NUM_GROUPS)
+        v_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
     # TMA_STORE_O: self/cross attention stage O in the group's Q tile (NUM_BUF_Q >= 2: the next
     # tile's Q arrives in the other slot while the store drains); broadcast Q stays resident, so
     # each group stages it in a tile of its own, reused once the previous tile's store read it
@@ -305,11 +300,10 @@ def jfa_fwd_kernel(
                             tlx.barrier_expect_bytes(k_fulls[kv_idx], KV_BYTES)
                             tlx.async_descriptor_load(desc_k, k_tiles[kv_idx], [row, kv_col],
                                                       k_fulls[kv_idx])
-                            v_idx, v_phase = _bufidx_phase(cnt_kv, V_BUF)
-                            tlx.barrier_wait(v_empties[v_idx], v_phase ^ 1)
-                            tlx.barrier_expect_bytes(v_fulls[v_idx], KV_BYTES)
-                            tlx.async_descriptor_load(desc_v, v_tiles[v_idx], [row, kv_col],
-                                                      v_fulls[v_idx])
+                            tlx.barrier_wait(v_empties[kv_idx], kv_phase ^ 1)
+                            tlx.barrier_expect_bytes(v_fulls[kv_idx], KV_BYTES)
+                            tlx.async_descriptor_load(desc_v, v_tiles[kv_idx], [row, kv_col],
+                                                      v_fulls[kv_idx])
                             cnt_kv += 1
                 valid, b, h, mb = n_valid, n_b, n_h, n_mb
                 q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
@@ -378,9 +372,8 @@ def jfa_fwd_kernel(
                                 _pingpong_enter(cid, NUM_GROUPS)
                                 _pingpong_leave(cid, NUM_GROUPS)
                                 tlx.barrier_arrive(k_empties[kv_idx], 1)
-                                v_idx, v_phase = _bufidx_phase(cnt_kv, V_BUF)
-                                tlx.barrier_wait(v_fulls[v_idx], v_phase)  # this block's V
-                                tlx.barrier_arrive(v_empties[v_idx], 1)
+                                tlx.barrier_wait(v_fulls[kv_idx], kv_phase)  # this block's V
+                                tlx.barrier_arrive(v_empties[kv_idx], 1)
                                 cnt_kv += 1
                         else:
                             m_i = tl.zeros([BM_SPLIT], dtype=tl.float32) - float("inf")
@@ -418,22 +411,22 @@ def jfa_fwd_kernel(
                                 acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                     q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
-                                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, V_BUF, CAUSAL, HAS_WINDOW, True,
+                                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
                                     BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
                             for j in range(a, c):
                                 acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                     q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
-                                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, V_BUF, CAUSAL, HAS_WINDOW, False,
+                                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False,
                                     BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
                             for j in range(c, nblk):
                                 acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                     q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
-                                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, V_BUF, CAUSAL, HAS_WINDOW, True,
+                                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
                                     BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
                             # epilogue: PV of the last block
-                            v_idx, v_phase = _bufidx_phase(cnt_kv - 1, V_BUF)
+                            v_idx, v_phase = _bufidx_phase(cnt_kv - 1, NUM_BUF_KV)
                             tlx.barrier_wait(v_fulls[v_idx], v_phase)
                             acc = tlx.async_dot(p.to(dtype), v_tiles[v_idx], acc)
                             acc = tlx.async_dot_wait(0, acc)

@@ -208,13 +208,3 @@ def test_lazy_rescale_and_reciprocal_for_broadcast_d128_only(head_dim, broadcast
     # D=64 was not measured
     cfg = fwd_config(head_dim, broadcast_q, q_len)
     assert cfg.lazy_rescale == cfg.rcp_normalise == (broadcast_q and head_dim == 128)
-
-
-@pytest.mark.parametrize("bad", [-1, 1.5, None])
-def test_fwd_v_ring_depth_must_be_a_slot_count(bad):
-    from kernels.tlx_hopper import FwdConfig, _check_config
-
-    base = dict(num_groups=2, block_n=64, num_buf_q=1, num_buf_kv=2, consumer_regs=232)
-    _check_config(FwdConfig(**base, num_buf_v=3))
-    with pytest.raises(ValueError, match=rf"num_buf_v must be an int >= 0 .*, got {bad!r}"):
-        _check_config(FwdConfig(**base, num_buf_v=bad))
