@@ -155,6 +155,17 @@ def test_fold_delta_needs_a_third_k_slot(slots):
         _check_config(BwdConfig(pma_fold_delta=True, pma_buf_k=slots), 128)
 
 
+@pytest.mark.parametrize("k,v", [(3, 3), (4, 2), (2, 4)])
+def test_dk_stage_takes_a_kv_slot(k, v):
+    """pma_dk_stage's staging tile takes the shared memory of one K/V slot: at most five in all."""
+    from kernels.tlx_hopper import _check_config
+
+    _check_config(BwdConfig(pma_buf_k=k, pma_buf_v=v), 128)
+    _check_config(BwdConfig(pma_dk_stage=True, pma_buf_k=k, pma_buf_v=v - 1), 128)
+    with pytest.raises(ValueError, match=rf"pma_dk_stage needs pma_buf_k \+ pma_buf_v <= 5, got {k} \+ {v}"):
+        _check_config(BwdConfig(pma_dk_stage=True, pma_buf_k=k, pma_buf_v=v), 128)
+
+
 @pytest.mark.parametrize("name", ["pma_buf_k", "pma_buf_v"])
 @pytest.mark.parametrize("bad", [0, -1, 1.5, None])
 def test_pma_rings_need_a_slot_count(name, bad):
