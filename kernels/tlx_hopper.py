@@ -242,6 +242,11 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
         return
     _check_count(cfg, "pma_buf_k", 1, "ring slots")
     _check_count(cfg, "pma_buf_v", 1, "ring slots")
+    if cfg.pma_dk_stage and cfg.pma_buf_k + cfg.pma_buf_v + 2 * cfg.pma_buf_ps > 7:
+        # in 16 KB units beside Q and dO: a K or V slot 1, a P^T/dS^T slot 2, the dK staging tile
+        # 1; eight fill the shared memory (run 32: 2 + 2 + 2 x 2 + 1 asked for 248,360 B)
+        raise ValueError(f"tlx BwdConfig: pma_dk_stage needs pma_buf_k + pma_buf_v + 2 * pma_buf_ps"
+                         f" <= 7, got {cfg.pma_buf_k} + {cfg.pma_buf_v} + 2 * {cfg.pma_buf_ps}")
     if cfg.pma_fold_delta and cfg.pma_buf_k < 3:
         # a tile's K slot stays held until the next tile's dQ wgmma read it, and a batch element's
         # O rows take a slot before its first tile: with two, that tile waits for the held slot
@@ -414,6 +419,13 @@ class BwdConfig:
     # preprocess read O and dO (B * q_len rows each) whatever the keys. Run 25 (H200, PMA q128
     # forward+backward, 5 A/Bs each, gradients bit-identical): fill 0.1 -8 %, 0.5 -3.3 %, 0.9 -2.4 %
     pma_fold_delta: bool = False
+    # its gradient warpgroup stages dK in a tile of its own (paid for by a K or V slot) and stores
+    # whole 64-key tiles from it by TMA without waiting (the next tile's dK waits for that store's
+    # read), handing the P^T/dS^T slot back before dK's epilogue; dV keeps its staging over P^T.
+    # Run 32 (H200, PMA q128 forward+backward, 4 ABBA rounds, gradients bit-identical): 3 K + 2 V
+    # with it 0.958 / 0.979 / 0.958 at fill 0.1 / 0.5 / 0.9 against 3 K + 3 V without; 3 K + 2 V
+    # alone 1.034 / 0.988 / 1.011. `bwd_config` takes both for broadcast_q
+    pma_dk_stage: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -430,9 +442,10 @@ def bwd_config(head_dim: int, broadcast_q: bool, q_len: int, num_heads: int, num
     atomics of the other mode would not fit."""
     if broadcast_q and 128 < q_len <= 192 and num_heads <= num_sms:
         return BwdConfig(dq_groups=3, dq_regs=160, tile_window=tile_window)
-    # broadcast_q: the split-role pass where `uses_pma_roles` takes the call
+    # broadcast_q: the split-role pass where `uses_pma_roles` takes the call, dK staged apart
     return BwdConfig(tile_window=tile_window, dkdv_early_q_release=not broadcast_q,
-                     pma_roles=broadcast_q, pma_fold_delta=broadcast_q)
+                     pma_roles=broadcast_q, pma_fold_delta=broadcast_q, pma_dk_stage=broadcast_q,
+                     pma_buf_v=2 if broadcast_q else 3)
 
 
 def fuses_dq(cfg: BwdConfig, head_dim: int, broadcast_q: bool, deterministic: bool) -> bool:
@@ -613,13 +626,16 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
     dq = torch.empty_like(query)
     if POISON_OUTPUTS:
         dq.fill_(float("nan"))
+    desc_k, desc_v = _descriptor(key, key.shape[0], 64), _descriptor(value, value.shape[0], 64)
+    # not written without pma_dk_stage: every tile takes the masked store
+    desc_dk = _descriptor(dk, dk.shape[0], 64) if cfg.pma_dk_stage else desc_k
     launch(jfa_bwd_pma_kernel, (n_prog,),
-        _descriptor(query, q_len, 64), _descriptor(grad_out, total_out, 64),
-        _descriptor(key, key.shape[0], 64), _descriptor(value, value.shape[0], 64),
+        _descriptor(query, q_len, 64), _descriptor(grad_out, total_out, 64), desc_k, desc_v,
+        desc_dk,
         _descriptor(part, part.shape[0], 64), _descriptor(out, total_out, 64), dk, dv, lse, delta,
         key_offset, entries, n_entries, scale, B, hq, q_len, total_out, HEAD_DIM=d,
         NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v, NUM_BUF_PS=cfg.pma_buf_ps,
         SCORE_REGS=cfg.pma_score_regs, GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
-        num_warps=4, num_stages=1)
+        DK_STAGE=cfg.pma_dk_stage, num_warps=4, num_stages=1)
     _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, PMA_Q_BLOCK, hq)
     return dq, dk, dv

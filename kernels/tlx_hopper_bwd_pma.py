@@ -25,7 +25,8 @@ Warp roles (a tile = 64 keys; a step = 64 query rows; 64 < q_len <= 128: two ste
 - gradient warpgroup: dV = sum_s P_s^T dO_s and dK = sum_s dS_s^T Q_s of the tile, both
   operands from shared memory; each is staged over the tile's P^T tiles (only its dV wgmma reads
   them) and read back in the masked store's layout, so no layout conversion needs scratch space
-  (226 KB of shared memory leave none).
+  (226 KB of shared memory leave none). With DK_STAGE dK has a staging tile of its own (one K/V
+  slot fewer) that whole tiles leave by TMA store while the next tile computes.
 
 Unlike `jfa_bwd_dkdv_kernel`, where two consumers split the tile's keys and meet twice per
 step, no warpgroup waits for a peer in lockstep: the score warpgroups run ahead of the gradient
@@ -108,6 +109,7 @@ def _scores_p(st, lse2, kv_pos, klen, qk_scale, BLOCK: tl.constexpr):
 @triton.jit
 def jfa_bwd_pma_kernel(
     desc_q, desc_do, desc_k, desc_v,   # TMA, boxes [64, D]: q [q_len, H*D], do [B*q_len, H*D], k/v [total_kv, H*D]
+    desc_dk,                           # TMA store, box [64, D]: dk [total_kv, H*D] (DK_STAGE)
     desc_part,                         # TMA store, box [64, D]: fp32 dQ partials [n_prog * 128, D]
     desc_o,                            # TMA, box [64, D]: o [B*q_len, H*D] (FOLD_DELTA)
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, k_off, tile_entry, n_entries, sm_scale, B, H, q_len,
@@ -115,6 +117,7 @@ def jfa_bwd_pma_kernel(
     HEAD_DIM: tl.constexpr, NUM_BUF_K: tl.constexpr, NUM_BUF_V: tl.constexpr,
     NUM_BUF_PS: tl.constexpr,
     SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr, FOLD_DELTA: tl.constexpr,
+    DK_STAGE: tl.constexpr,
 ):
     BLOCK: tl.constexpr = 64           # keys per tile = query rows per step
     NSTEPS: tl.constexpr = 2
@@ -139,6 +142,8 @@ def jfa_bwd_pma_kernel(
     # P^T / dS^T [64 keys, 64 queries] per ring slot and step (`_ps`); dK/dV staging over P^T pairs
     ps_tiles = tlx.local_alloc((BLOCK, BLOCK), dtype, NUM_BUF_PS * 2 * NSTEPS)
     kv_stage = tlx.local_alloc((BLOCK, HEAD_DIM), dtype, NUM_BUF_PS * 2, reuse=ps_tiles)
+    if DK_STAGE:  # dK's own staging tile: its TMA store drains while the next tile computes
+        dk_stage = tlx.local_alloc((BLOCK, HEAD_DIM), dtype, 1)
     q_full = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
     # a batch slot is full once its dO bytes landed and its statistics are stored (2 arrivals);
     # empty once both score warpgroups' dP^T and the gradient warpgroup's dV read it
@@ -321,12 +326,28 @@ def jfa_bwd_pma_kernel(
                         _store_rows(dv_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows, H,
                                     h, HEAD_DIM, BLOCK)
                         dk = tlx.async_dot_wait(0, dk)
-                        tlx.local_store(stage, (dk * sm_scale).to(dtype))
-                        _store_rows(dk_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows, H,
-                                    h, HEAD_DIM, BLOCK)
-                        for s in tl.static_range(NSTEPS):
-                            tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + ps_slot], 1)
+                        if DK_STAGE:
+                            # P^T (dV's staging, read back) and dS^T (dK's wgmmas) are done with
+                            for s in tl.static_range(NSTEPS):
+                                tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + ps_slot], 1)
+                            tlx.async_descriptor_store_wait(0)  # the last tile's dK store read it
+                            tlx.local_store(dk_stage[0], (dk * sm_scale).to(dtype))
+                            if nrows >= BLOCK:  # every row in the sequence
+                                tlx.fence("async_shared")
+                                tlx.async_descriptor_store(desc_dk, dk_stage[0],
+                                                           [kv_row0 + j * BLOCK, h * HEAD_DIM])
+                            else:
+                                _store_rows(dk_ptr, tlx.local_load(dk_stage[0]),
+                                            kv_row0 + j * BLOCK, nrows, H, h, HEAD_DIM, BLOCK)
+                        else:
+                            tlx.local_store(stage, (dk * sm_scale).to(dtype))
+                            _store_rows(dk_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows,
+                                        H, h, HEAD_DIM, BLOCK)
+                            for s in tl.static_range(NSTEPS):
+                                tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + ps_slot], 1)
                         cnt_ps += 1
                     # the element's last dV was waited on
                     tlx.barrier_arrive(do_empties[slot_b], 1)
                     cnt_b += 1
+            if DK_STAGE:
+                tlx.async_descriptor_store_wait(0)  # the last dK store is out of shared memory

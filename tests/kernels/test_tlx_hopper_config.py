@@ -155,6 +155,28 @@ def test_fold_delta_needs_a_third_k_slot(slots):
         _check_config(BwdConfig(pma_fold_delta=True, pma_buf_k=slots), 128)
 
 
+@pytest.mark.parametrize("k,v,ps", [(3, 3, 1), (4, 2, 1), (2, 4, 1), (2, 2, 2)])
+def test_dk_stage_takes_a_kv_slot(k, v, ps):
+    """pma_dk_stage's staging tile takes the shared memory of one K/V slot (a P^T/dS^T slot: two)."""
+    from kernels.tlx_hopper import _check_config
+
+    _check_config(BwdConfig(pma_buf_k=k, pma_buf_v=v, pma_buf_ps=ps), 128)
+    _check_config(BwdConfig(pma_dk_stage=True, pma_buf_k=k, pma_buf_v=v - 1, pma_buf_ps=ps), 128)
+    with pytest.raises(ValueError, match=rf"pma_dk_stage needs pma_buf_k \+ pma_buf_v \+ 2 \* pma_buf_ps"
+                                         rf" <= 7, got {k} \+ {v} \+ 2 \* {ps}"):
+        _check_config(BwdConfig(pma_dk_stage=True, pma_buf_k=k, pma_buf_v=v, pma_buf_ps=ps), 128)
+
+
+def test_broadcast_default_stages_dk_apart_with_two_v_slots():
+    # run 32: dK's own staging tile with 3 K + 2 V, -4.2 % forward+backward at PMA q128 fill 0.9
+    from kernels.tlx_hopper import _check_config, bwd_config
+
+    cfg = bwd_config(128, True, 128, 4, 132)
+    assert cfg.pma_dk_stage and (cfg.pma_buf_k, cfg.pma_buf_v, cfg.pma_buf_ps) == (3, 2, 1)
+    _check_config(cfg, 128)
+    assert not bwd_config(128, False, 0, 4, 132).pma_dk_stage
+
+
 @pytest.mark.parametrize("name", ["pma_buf_k", "pma_buf_v"])
 @pytest.mark.parametrize("bad", [0, -1, 1.5, None])
 def test_pma_rings_need_a_slot_count(name, bad):
