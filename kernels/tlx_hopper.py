@@ -442,10 +442,10 @@ def bwd_config(head_dim: int, broadcast_q: bool, q_len: int, num_heads: int, num
     atomics of the other mode would not fit."""
     if broadcast_q and 128 < q_len <= 192 and num_heads <= num_sms:
         return BwdConfig(dq_groups=3, dq_regs=160, tile_window=tile_window)
-    # broadcast_q: the split-role pass where `uses_pma_roles` takes the call, dK staged apart
-    return BwdConfig(tile_window=tile_window, dkdv_early_q_release=not broadcast_q,
-                     pma_roles=broadcast_q, pma_fold_delta=broadcast_q, pma_dk_stage=broadcast_q,
-                     pma_buf_v=2 if broadcast_q else 3)
+    if broadcast_q:  # the split-role pass where `uses_pma_roles` takes the call, dK staged apart
+        return BwdConfig(tile_window=tile_window, pma_roles=True, pma_fold_delta=True,
+                         pma_dk_stage=True, pma_buf_v=2)
+    return BwdConfig(tile_window=tile_window, dkdv_early_q_release=True)
 
 
 def fuses_dq(cfg: BwdConfig, head_dim: int, broadcast_q: bool, deterministic: bool) -> bool:
