@@ -137,7 +137,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
         from kernels.tlx_hopper_bwd_pma import jfa_bwd_pma_kernel
 
         fn = jfa_bwd_pma_kernel
-        sig.update({"desc_dk": _tdesc(dt, 64, d), "desc_dv": _tdesc(dt, 64, d),
+        sig.update({"desc_dk": _tdesc(dt, 64, d),
                     "desc_part": _tdesc("fp32", 64, d), "desc_o": _tdesc(dt, 64, d),
                     "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}",
                     "lse_ptr": "*fp32",
@@ -146,7 +146,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
         const = dict(HEAD_DIM=d, NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v,
                      NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs,
                      GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
-                     DK_STAGE=cfg.pma_dk_stage, DV_TMA=cfg.pma_dv_tma)
+                     DK_STAGE=cfg.pma_dk_stage)
         sig.update({k: "constexpr" for k in const})
         src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const,
                                         attrs=_pointer_attrs(fn, sig))

@@ -247,9 +247,6 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
         # 1; eight fill the shared memory (run 32: 2 + 2 + 2 x 2 + 1 asked for 248,360 B)
         raise ValueError(f"tlx BwdConfig: pma_dk_stage needs pma_buf_k + pma_buf_v + 2 * pma_buf_ps"
                          f" <= 7, got {cfg.pma_buf_k} + {cfg.pma_buf_v} + 2 * {cfg.pma_buf_ps}")
-    if cfg.pma_dv_tma and not cfg.pma_dk_stage:
-        # the wait for dV's store before the P^T/dS^T slot goes back is dK staging's wait
-        raise ValueError("tlx BwdConfig: pma_dv_tma needs pma_dk_stage")
     if cfg.pma_fold_delta and cfg.pma_buf_k < 3:
         # a tile's K slot stays held until the next tile's dQ wgmma read it, and a batch element's
         # O rows take a slot before its first tile: with two, that tile waits for the held slot
@@ -429,10 +426,6 @@ class BwdConfig:
     # with it 0.958 / 0.979 / 0.958 at fill 0.1 / 0.5 / 0.9 against 3 K + 3 V without; 3 K + 2 V
     # alone 1.034 / 0.988 / 1.011. `bwd_config` takes both for broadcast_q
     pma_dk_stage: bool = False
-    # with pma_dk_stage, whole 64-key dV tiles also leave their staging over the P^T tiles by TMA
-    # store instead of a read-back into masked stores; the P^T/dS^T slot's hand-back (after dK's
-    # wgmmas) waits for that store's read
-    pma_dv_tma: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -634,16 +627,15 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
     if POISON_OUTPUTS:
         dq.fill_(float("nan"))
     desc_k, desc_v = _descriptor(key, key.shape[0], 64), _descriptor(value, value.shape[0], 64)
-    # not written without pma_dk_stage / pma_dv_tma: every tile takes the masked store
+    # not written without pma_dk_stage: every tile takes the masked store
     desc_dk = _descriptor(dk, dk.shape[0], 64) if cfg.pma_dk_stage else desc_k
-    desc_dv = _descriptor(dv, dv.shape[0], 64) if cfg.pma_dv_tma else desc_v
     launch(jfa_bwd_pma_kernel, (n_prog,),
         _descriptor(query, q_len, 64), _descriptor(grad_out, total_out, 64), desc_k, desc_v,
-        desc_dk, desc_dv,
+        desc_dk,
         _descriptor(part, part.shape[0], 64), _descriptor(out, total_out, 64), dk, dv, lse, delta,
         key_offset, entries, n_entries, scale, B, hq, q_len, total_out, HEAD_DIM=d,
         NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v, NUM_BUF_PS=cfg.pma_buf_ps,
         SCORE_REGS=cfg.pma_score_regs, GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
-        DK_STAGE=cfg.pma_dk_stage, DV_TMA=cfg.pma_dv_tma, num_warps=4, num_stages=1)
+        DK_STAGE=cfg.pma_dk_stage, num_warps=4, num_stages=1)
     _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, PMA_Q_BLOCK, hq)
     return dq, dk, dv

@@ -26,9 +26,7 @@ Warp roles (a tile = 64 keys; a step = 64 query rows; 64 < q_len <= 128: two ste
   operands from shared memory; each is staged over the tile's P^T tiles (only its dV wgmma reads
   them) and read back in the masked store's layout, so no layout conversion needs scratch space
   (226 KB of shared memory leave none). With DK_STAGE dK has a staging tile of its own (one K/V
-  slot fewer) that whole tiles leave by TMA store while the next tile computes. With DV_TMA whole
-  dV tiles also leave their staging by TMA store, whose read is waited for only at the P^T/dS^T
-  slot's hand-back, after dK's wgmmas.
+  slot fewer) that whole tiles leave by TMA store while the next tile computes.
 
 Unlike `jfa_bwd_dkdv_kernel`, where two consumers split the tile's keys and meet twice per
 step, no warpgroup waits for a peer in lockstep: the score warpgroups run ahead of the gradient
@@ -111,7 +109,7 @@ def _scores_p(st, lse2, kv_pos, klen, qk_scale, BLOCK: tl.constexpr):
 @triton.jit
 def jfa_bwd_pma_kernel(
     desc_q, desc_do, desc_k, desc_v,   # TMA, boxes [64, D]: q [q_len, H*D], do [B*q_len, H*D], k/v [total_kv, H*D]
-    desc_dk, desc_dv,                  # TMA stores, box [64, D]: dk/dv [total_kv, H*D] (DK_STAGE/DV_TMA)
+    desc_dk,                           # TMA store, box [64, D]: dk [total_kv, H*D] (DK_STAGE)
     desc_part,                         # TMA store, box [64, D]: fp32 dQ partials [n_prog * 128, D]
     desc_o,                            # TMA, box [64, D]: o [B*q_len, H*D] (FOLD_DELTA)
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, k_off, tile_entry, n_entries, sm_scale, B, H, q_len,
@@ -119,7 +117,7 @@ def jfa_bwd_pma_kernel(
     HEAD_DIM: tl.constexpr, NUM_BUF_K: tl.constexpr, NUM_BUF_V: tl.constexpr,
     NUM_BUF_PS: tl.constexpr,
     SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr, FOLD_DELTA: tl.constexpr,
-    DK_STAGE: tl.constexpr, DV_TMA: tl.constexpr,
+    DK_STAGE: tl.constexpr,
 ):
     BLOCK: tl.constexpr = 64           # keys per tile = query rows per step
     NSTEPS: tl.constexpr = 2
@@ -325,21 +323,14 @@ def jfa_bwd_pma_kernel(
                         stage = kv_stage[2 * ps_slot]
                         nrows = klen - j * BLOCK
                         tlx.local_store(stage, dv.to(dtype))
-                        if DV_TMA and nrows >= BLOCK:  # every row in the sequence
-                            tlx.fence("async_shared")
-                            tlx.async_descriptor_store(desc_dv, stage,
-                                                       [kv_row0 + j * BLOCK, h * HEAD_DIM])
-                        else:
-                            _store_rows(dv_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK,
-                                        nrows, H, h, HEAD_DIM, BLOCK)
+                        _store_rows(dv_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows, H,
+                                    h, HEAD_DIM, BLOCK)
                         dk = tlx.async_dot_wait(0, dk)
                         if DK_STAGE:
-                            # this tile's dV store (DV_TMA) read the P^T tiles and the last tile's
-                            # dK store read dK's staging tile (bulk stores finish in issue order)
-                            tlx.async_descriptor_store_wait(0)
-                            # P^T (dV's staging) and dS^T (dK's wgmmas) are done with
+                            # P^T (dV's staging, read back) and dS^T (dK's wgmmas) are done with
                             for s in tl.static_range(NSTEPS):
                                 tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + ps_slot], 1)
+                            tlx.async_descriptor_store_wait(0)  # the last tile's dK store read it
                             tlx.local_store(dk_stage[0], (dk * sm_scale).to(dtype))
                             if nrows >= BLOCK:  # every row in the sequence
                                 tlx.fence("async_shared")

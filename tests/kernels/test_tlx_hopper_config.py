@@ -167,15 +167,6 @@ def test_dk_stage_takes_a_kv_slot(k, v, ps):
         _check_config(BwdConfig(pma_dk_stage=True, pma_buf_k=k, pma_buf_v=v, pma_buf_ps=ps), 128)
 
 
-def test_dv_tma_needs_dk_stage():
-    """pma_dv_tma's wait for dV's store read before the P^T/dS^T slot goes back is dK staging's."""
-    from kernels.tlx_hopper import _check_config
-
-    _check_config(BwdConfig(pma_dk_stage=True, pma_dv_tma=True, pma_buf_v=2), 128)
-    with pytest.raises(ValueError, match="pma_dv_tma needs pma_dk_stage"):
-        _check_config(BwdConfig(pma_dv_tma=True), 128)
-
-
 def test_broadcast_default_stages_dk_apart_with_two_v_slots():
     # run 32: dK's own staging tile with 3 K + 2 V, -4.2 % forward+backward at PMA q128 fill 0.9
     from kernels.tlx_hopper import _check_config, bwd_config
