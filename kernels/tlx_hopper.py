@@ -247,6 +247,9 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
         # 1; eight fill the shared memory (run 32: 2 + 2 + 2 x 2 + 1 asked for 248,360 B)
         raise ValueError(f"tlx BwdConfig: pma_dk_stage needs pma_buf_k + pma_buf_v + 2 * pma_buf_ps"
                          f" <= 7, got {cfg.pma_buf_k} + {cfg.pma_buf_v} + 2 * {cfg.pma_buf_ps}")
+    if cfg.pma_split_ps and not cfg.pma_dk_stage:
+        # dK's staging over the P^T tiles would outlive P^T's early hand-back
+        raise ValueError("tlx BwdConfig: pma_split_ps needs pma_dk_stage")
     if cfg.pma_fold_delta and cfg.pma_buf_k < 3:
         # a tile's K slot stays held until the next tile's dQ wgmma read it, and a batch element's
         # O rows take a slot before its first tile: with two, that tile waits for the held slot
@@ -426,6 +429,10 @@ class BwdConfig:
     # with it 0.958 / 0.979 / 0.958 at fill 0.1 / 0.5 / 0.9 against 3 K + 3 V without; 3 K + 2 V
     # alone 1.034 / 0.988 / 1.011. `bwd_config` takes both for broadcast_q
     pma_dk_stage: bool = False
+    # with pma_dk_stage, its P^T tiles handed to the gradient warpgroup on barriers of their own:
+    # the score warpgroups store P^T before waiting for dP^T, the gradient warpgroup computes dV
+    # and its epilogue (handing P^T back) before dK waits for dS^T
+    pma_split_ps: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -636,6 +643,6 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
         key_offset, entries, n_entries, scale, B, hq, q_len, total_out, HEAD_DIM=d,
         NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v, NUM_BUF_PS=cfg.pma_buf_ps,
         SCORE_REGS=cfg.pma_score_regs, GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
-        DK_STAGE=cfg.pma_dk_stage, num_warps=4, num_stages=1)
+        DK_STAGE=cfg.pma_dk_stage, SPLIT_PS=cfg.pma_split_ps, num_warps=4, num_stages=1)
     _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, PMA_Q_BLOCK, hq)
     return dq, dk, dv

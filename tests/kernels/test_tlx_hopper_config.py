@@ -167,6 +167,15 @@ def test_dk_stage_takes_a_kv_slot(k, v, ps):
         _check_config(BwdConfig(pma_dk_stage=True, pma_buf_k=k, pma_buf_v=v, pma_buf_ps=ps), 128)
 
 
+def test_split_ps_needs_dk_stage():
+    """pma_split_ps hands P^T back after dV's epilogue: dK cannot be staged over it."""
+    from kernels.tlx_hopper import _check_config
+
+    _check_config(BwdConfig(pma_dk_stage=True, pma_split_ps=True, pma_buf_v=2), 128)
+    with pytest.raises(ValueError, match="pma_split_ps needs pma_dk_stage"):
+        _check_config(BwdConfig(pma_split_ps=True), 128)
+
+
 def test_broadcast_default_stages_dk_apart_with_two_v_slots():
     # run 32: dK's own staging tile with 3 K + 2 V, -4.2 % forward+backward at PMA q128 fill 0.9
     from kernels.tlx_hopper import _check_config, bwd_config
