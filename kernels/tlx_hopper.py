@@ -431,7 +431,9 @@ class BwdConfig:
     pma_dk_stage: bool = False
     # with pma_dk_stage, its P^T tiles handed to the gradient warpgroup on barriers of their own:
     # the score warpgroups store P^T before waiting for dP^T, the gradient warpgroup computes dV
-    # and its epilogue (handing P^T back) before dK waits for dS^T
+    # and its epilogue (handing P^T back) before dK waits for dS^T. Run 33 (H200, PMA q128
+    # forward+backward, two processes of 4 ABBA rounds, gradients bit-identical): 1.007 / 0.989 /
+    # 0.984 and 1.013 / 0.991 / 0.963 at fill 0.1 / 0.5 / 0.9. `bwd_config` takes it for broadcast_q
     pma_split_ps: bool = False
 
     @property
@@ -449,9 +451,10 @@ def bwd_config(head_dim: int, broadcast_q: bool, q_len: int, num_heads: int, num
     atomics of the other mode would not fit."""
     if broadcast_q and 128 < q_len <= 192 and num_heads <= num_sms:
         return BwdConfig(dq_groups=3, dq_regs=160, tile_window=tile_window)
-    if broadcast_q:  # the split-role pass where `uses_pma_roles` takes the call, dK staged apart
+    if broadcast_q:  # the split-role pass where `uses_pma_roles` takes the call, dK staged apart,
+        # P^T handed over apart from dS^T
         return BwdConfig(tile_window=tile_window, pma_roles=True, pma_fold_delta=True,
-                         pma_dk_stage=True, pma_buf_v=2)
+                         pma_dk_stage=True, pma_split_ps=True, pma_buf_v=2)
     return BwdConfig(tile_window=tile_window, dkdv_early_q_release=True)
 
 

@@ -26,7 +26,9 @@ Warp roles (a tile = 64 keys; a step = 64 query rows; 64 < q_len <= 128: two ste
   operands from shared memory; each is staged over the tile's P^T tiles (only its dV wgmma reads
   them) and read back in the masked store's layout, so no layout conversion needs scratch space
   (226 KB of shared memory leave none). With DK_STAGE dK has a staging tile of its own (one K/V
-  slot fewer) that whole tiles leave by TMA store while the next tile computes.
+  slot fewer) that whole tiles leave by TMA store while the next tile computes. With SPLIT_PS the
+  P^T tiles have barriers of their own: the score warpgroups hand P^T over before waiting for
+  dP^T, and the gradient warpgroup runs dV and its epilogue (P^T back) before dK waits for dS^T.
 
 Unlike `jfa_bwd_dkdv_kernel`, where two consumers split the tile's keys and meet twice per
 step, no warpgroup waits for a peer in lockstep: the score warpgroups run ahead of the gradient

@@ -418,19 +418,21 @@ BWD_SWITCHES = {
     # its other ring split (two K and two V slots, two P^T/dS^T slots: the same shared memory;
     # with two K slots only with the preprocess kernel's delta)
     "bwd-pma-kv2": ({"pma_buf_k": 2, "pma_buf_v": 2, "pma_buf_ps": 2, "pma_fold_delta": False,
-                     "pma_dk_stage": False}, lambda: pma_roles_cases()),
+                     "pma_dk_stage": False, "pma_split_ps": False},
+                    lambda: pma_roles_cases()),
     # the split-role pass with the preprocess kernel's delta (bwd_config: it sums delta itself from O
     # rows sent through its K and V rings)
     "bwd-pma-preprocess": ({"pma_fold_delta": False}, lambda: pma_roles_cases()),
     # other K and V ring depths, with and without the O rows' turn of the rings
-    "bwd-pma-k4-v2": ({"pma_buf_k": 4, "pma_buf_v": 2, "pma_dk_stage": False},
+    "bwd-pma-k4-v2": ({"pma_buf_k": 4, "pma_buf_v": 2, "pma_dk_stage": False, "pma_split_ps": False},
                       lambda: pma_roles_cases()),
     "bwd-pma-k4-v1-preprocess": ({"pma_buf_k": 4, "pma_buf_v": 1, "pma_fold_delta": False},
                                  lambda: pma_roles_cases()),
     # dK staged over the P^T tiles with dV (bwd_config: in a tile of its own), three V slots
-    "bwd-pma-no-dk-stage": ({"pma_dk_stage": False, "pma_buf_v": 3}, lambda: pma_roles_cases()),
+    "bwd-pma-no-dk-stage": ({"pma_dk_stage": False, "pma_split_ps": False, "pma_buf_v": 3},
+                            lambda: pma_roles_cases()),
     # P^T and dS^T handed over on barriers of their own (bwd_config: one hand-over per slot)
-    "bwd-pma-split-ps": ({"pma_split_ps": True}, lambda: pma_roles_cases()),
+    "bwd-pma-no-split-ps": ({"pma_split_ps": False}, lambda: pma_roles_cases()),
 }
 
 
