@@ -247,6 +247,9 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
         # 1; eight fill the shared memory (run 32: 2 + 2 + 2 x 2 + 1 asked for 248,360 B)
         raise ValueError(f"tlx BwdConfig: pma_dk_stage needs pma_buf_k + pma_buf_v + 2 * pma_buf_ps"
                          f" <= 7, got {cfg.pma_buf_k} + {cfg.pma_buf_v} + 2 * {cfg.pma_buf_ps}")
+    if cfg.pma_split_ps and not cfg.pma_dk_stage:
+        # dK's staging over the P^T tiles would outlive P^T's early hand-back
+        raise ValueError("tlx BwdConfig: pma_split_ps needs pma_dk_stage")
     if cfg.pma_fold_delta and cfg.pma_buf_k < 3:
         # a tile's K slot stays held until the next tile's dQ wgmma read it, and a batch element's
         # O rows take a slot before its first tile: with two, that tile waits for the held slot
@@ -426,6 +429,12 @@ class BwdConfig:
     # with it 0.958 / 0.979 / 0.958 at fill 0.1 / 0.5 / 0.9 against 3 K + 3 V without; 3 K + 2 V
     # alone 1.034 / 0.988 / 1.011. `bwd_config` takes both for broadcast_q
     pma_dk_stage: bool = False
+    # with pma_dk_stage, its P^T tiles handed to the gradient warpgroup on barriers of their own:
+    # the score warpgroups store P^T before waiting for dP^T, the gradient warpgroup computes dV
+    # and its epilogue (handing P^T back) before dK waits for dS^T. Run 33 (H200, PMA q128
+    # forward+backward, two processes of 4 ABBA rounds, gradients bit-identical): 1.007 / 0.989 /
+    # 0.984 and 1.013 / 0.991 / 0.963 at fill 0.1 / 0.5 / 0.9. `bwd_config` takes it for broadcast_q
+    pma_split_ps: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -442,9 +451,10 @@ def bwd_config(head_dim: int, broadcast_q: bool, q_len: int, num_heads: int, num
     atomics of the other mode would not fit."""
     if broadcast_q and 128 < q_len <= 192 and num_heads <= num_sms:
         return BwdConfig(dq_groups=3, dq_regs=160, tile_window=tile_window)
-    if broadcast_q:  # the split-role pass where `uses_pma_roles` takes the call, dK staged apart
+    if broadcast_q:  # the split-role pass where `uses_pma_roles` takes the call, dK staged apart,
+        # P^T handed over apart from dS^T
         return BwdConfig(tile_window=tile_window, pma_roles=True, pma_fold_delta=True,
-                         pma_dk_stage=True, pma_buf_v=2)
+                         pma_dk_stage=True, pma_split_ps=True, pma_buf_v=2)
     return BwdConfig(tile_window=tile_window, dkdv_early_q_release=True)
 
 
@@ -636,6 +646,6 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
         key_offset, entries, n_entries, scale, B, hq, q_len, total_out, HEAD_DIM=d,
         NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v, NUM_BUF_PS=cfg.pma_buf_ps,
         SCORE_REGS=cfg.pma_score_regs, GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
-        DK_STAGE=cfg.pma_dk_stage, num_warps=4, num_stages=1)
+        DK_STAGE=cfg.pma_dk_stage, SPLIT_PS=cfg.pma_split_ps, num_warps=4, num_stages=1)
     _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, PMA_Q_BLOCK, hq)
     return dq, dk, dv

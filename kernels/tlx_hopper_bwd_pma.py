@@ -26,7 +26,9 @@ Warp roles (a tile = 64 keys; a step = 64 query rows; 64 < q_len <= 128: two ste
   operands from shared memory; each is staged over the tile's P^T tiles (only its dV wgmma reads
   them) and read back in the masked store's layout, so no layout conversion needs scratch space
   (226 KB of shared memory leave none). With DK_STAGE dK has a staging tile of its own (one K/V
-  slot fewer) that whole tiles leave by TMA store while the next tile computes.
+  slot fewer) that whole tiles leave by TMA store while the next tile computes. With SPLIT_PS the
+  P^T tiles have barriers of their own: the score warpgroups hand P^T over before waiting for
+  dP^T, and the gradient warpgroup runs dV and its epilogue (P^T back) before dK waits for dS^T.
 
 Unlike `jfa_bwd_dkdv_kernel`, where two consumers split the tile's keys and meet twice per
 step, no warpgroup waits for a peer in lockstep: the score warpgroups run ahead of the gradient
@@ -117,7 +119,7 @@ def jfa_bwd_pma_kernel(
     HEAD_DIM: tl.constexpr, NUM_BUF_K: tl.constexpr, NUM_BUF_V: tl.constexpr,
     NUM_BUF_PS: tl.constexpr,
     SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr, FOLD_DELTA: tl.constexpr,
-    DK_STAGE: tl.constexpr,
+    DK_STAGE: tl.constexpr, SPLIT_PS: tl.constexpr,
 ):
     BLOCK: tl.constexpr = 64           # keys per tile = query rows per step
     NSTEPS: tl.constexpr = 2
@@ -157,6 +159,10 @@ def jfa_bwd_pma_kernel(
     # free once the gradient warpgroup's dV/dK (and staging) and the score warpgroup's dQ read them
     ps_fulls = tlx.alloc_barriers(num_barriers=NSTEPS * NUM_BUF_PS, arrive_count=1)
     ps_empties = tlx.alloc_barriers(num_barriers=NSTEPS * NUM_BUF_PS, arrive_count=2)
+    # SPLIT_PS: the P^T tiles handed over on barriers of their own (stored before dP^T's wait, free
+    # after dV's epilogue); ps_fulls / ps_empties then guard the dS^T tiles only
+    p_fulls = tlx.alloc_barriers(num_barriers=NSTEPS * NUM_BUF_PS, arrive_count=1)
+    p_empties = tlx.alloc_barriers(num_barriers=NSTEPS * NUM_BUF_PS, arrive_count=1)
     n_tiles = tl.load(n_entries) * H
     n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_head, True)
 
@@ -259,6 +265,12 @@ def jfa_bwd_pma_kernel(
                                            k_tiles[tl.where(prev_k >= 0, prev_k, slot)], dq)
                         st = tlx.async_dot_wait(2, st)
                         pt = _scores_p(st, lse2, kv_pos, klen, qk_scale, BLOCK)
+                        ps_slot, ps_phase = _bufidx_phase(cnt_ps, NUM_BUF_PS)
+                        if SPLIT_PS:  # P^T to the gradient warpgroup before dP^T is waited on
+                            tlx.barrier_wait(p_empties[s * NUM_BUF_PS + ps_slot], ps_phase ^ 1)
+                            tlx.local_store(ps_tiles[_ps(ps_slot, 0, s)], pt.to(dtype))
+                            tlx.fence("async_shared")
+                            tlx.barrier_arrive(p_fulls[s * NUM_BUF_PS + ps_slot], 1)
                         delta = tlx.local_load(step_stats[stats + 1])
                         dpt = tlx.async_dot_wait(1, dpt)
                         tlx.barrier_arrive(v_empties[v_slot], 1)  # the tile's V is read
@@ -267,9 +279,9 @@ def jfa_bwd_pma_kernel(
                         if prev_k >= 0:
                             tlx.barrier_arrive(k_empties[prev_k], 1)
                             tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + prev_ps], 1)
-                        ps_slot, ps_phase = _bufidx_phase(cnt_ps, NUM_BUF_PS)
                         tlx.barrier_wait(ps_empties[s * NUM_BUF_PS + ps_slot], ps_phase ^ 1)
-                        tlx.local_store(ps_tiles[_ps(ps_slot, 0, s)], pt.to(dtype))
+                        if not SPLIT_PS:
+                            tlx.local_store(ps_tiles[_ps(ps_slot, 0, s)], pt.to(dtype))
                         tlx.local_store(ps_tiles[_ps(ps_slot, 1, s)], dst.to(dtype))
                         tlx.fence("async_shared")
                         tlx.barrier_arrive(ps_fulls[s * NUM_BUF_PS + ps_slot], 1)
@@ -307,27 +319,51 @@ def jfa_bwd_pma_kernel(
                     tlx.barrier_wait(do_fulls[slot_b], phase_b)
                     for j in range(0, (klen + BLOCK - 1) // BLOCK):
                         ps_slot, ps_phase = _bufidx_phase(cnt_ps, NUM_BUF_PS)
-                        for s in tl.static_range(NSTEPS):
-                            tlx.barrier_wait(ps_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
-                            if s == 0:
-                                dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, 0)],
-                                                   do_tiles[slot_b * NSTEPS])
-                                dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, 0)], q_tiles[0])
-                            else:
-                                dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, s)],
-                                                   do_tiles[slot_b * NSTEPS + s], dv)
-                                dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
-                        dv = tlx.async_dot_wait(0, dv)
-                        # the slot's P^T tiles are read (by the dV wgmmas only): stage dV, then
-                        # dK, over them and store the rows below klen
                         stage = kv_stage[2 * ps_slot]
                         nrows = klen - j * BLOCK
-                        tlx.local_store(stage, dv.to(dtype))
-                        _store_rows(dv_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows, H,
-                                    h, HEAD_DIM, BLOCK)
+                        if SPLIT_PS:
+                            # dV from the P^T tiles as they come, its epilogue, then dK from dS^T
+                            for s in tl.static_range(NSTEPS):
+                                tlx.barrier_wait(p_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
+                                if s == 0:
+                                    dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, 0)],
+                                                       do_tiles[slot_b * NSTEPS])
+                                else:
+                                    dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, s)],
+                                                       do_tiles[slot_b * NSTEPS + s], dv)
+                            dv = tlx.async_dot_wait(0, dv)
+                            tlx.local_store(stage, dv.to(dtype))
+                            _store_rows(dv_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows,
+                                        H, h, HEAD_DIM, BLOCK)
+                            for s in tl.static_range(NSTEPS):
+                                tlx.barrier_arrive(p_empties[s * NUM_BUF_PS + ps_slot], 1)
+                            for s in tl.static_range(NSTEPS):
+                                tlx.barrier_wait(ps_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
+                                if s == 0:
+                                    dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, 0)], q_tiles[0])
+                                else:
+                                    dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
+                        else:
+                            for s in tl.static_range(NSTEPS):
+                                tlx.barrier_wait(ps_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
+                                if s == 0:
+                                    dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, 0)],
+                                                       do_tiles[slot_b * NSTEPS])
+                                    dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, 0)], q_tiles[0])
+                                else:
+                                    dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, s)],
+                                                       do_tiles[slot_b * NSTEPS + s], dv)
+                                    dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
+                            dv = tlx.async_dot_wait(0, dv)
+                            # the slot's P^T tiles are read (by the dV wgmmas only): stage dV, then
+                            # dK, over them and store the rows below klen
+                            tlx.local_store(stage, dv.to(dtype))
+                            _store_rows(dv_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows,
+                                        H, h, HEAD_DIM, BLOCK)
                         dk = tlx.async_dot_wait(0, dk)
                         if DK_STAGE:
                             # P^T (dV's staging, read back) and dS^T (dK's wgmmas) are done with
+                            # (SPLIT_PS: dS^T only, P^T went back after dV's epilogue)
                             for s in tl.static_range(NSTEPS):
                                 tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + ps_slot], 1)
                             tlx.async_descriptor_store_wait(0)  # the last tile's dK store read it

@@ -418,17 +418,21 @@ BWD_SWITCHES = {
     # its other ring split (two K and two V slots, two P^T/dS^T slots: the same shared memory;
     # with two K slots only with the preprocess kernel's delta)
     "bwd-pma-kv2": ({"pma_buf_k": 2, "pma_buf_v": 2, "pma_buf_ps": 2, "pma_fold_delta": False,
-                     "pma_dk_stage": False}, lambda: pma_roles_cases()),
+                     "pma_dk_stage": False, "pma_split_ps": False},
+                    lambda: pma_roles_cases()),
     # the split-role pass with the preprocess kernel's delta (bwd_config: it sums delta itself from O
     # rows sent through its K and V rings)
     "bwd-pma-preprocess": ({"pma_fold_delta": False}, lambda: pma_roles_cases()),
     # other K and V ring depths, with and without the O rows' turn of the rings
-    "bwd-pma-k4-v2": ({"pma_buf_k": 4, "pma_buf_v": 2, "pma_dk_stage": False},
+    "bwd-pma-k4-v2": ({"pma_buf_k": 4, "pma_buf_v": 2, "pma_dk_stage": False, "pma_split_ps": False},
                       lambda: pma_roles_cases()),
     "bwd-pma-k4-v1-preprocess": ({"pma_buf_k": 4, "pma_buf_v": 1, "pma_fold_delta": False},
                                  lambda: pma_roles_cases()),
     # dK staged over the P^T tiles with dV (bwd_config: in a tile of its own), three V slots
-    "bwd-pma-no-dk-stage": ({"pma_dk_stage": False, "pma_buf_v": 3}, lambda: pma_roles_cases()),
+    "bwd-pma-no-dk-stage": ({"pma_dk_stage": False, "pma_split_ps": False, "pma_buf_v": 3},
+                            lambda: pma_roles_cases()),
+    # P^T and dS^T handed over on barriers of their own (bwd_config: one hand-over per slot)
+    "bwd-pma-no-split-ps": ({"pma_split_ps": False}, lambda: pma_roles_cases()),
 }
 
 
@@ -718,28 +722,33 @@ def test_backward_deterministic(case):
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", pma_roles_cases(), ids=lambda c: c.name)
-def test_pma_dk_stage_changes_no_gradient(case):
-    """The split-role pass with dK staged in a tile of its own (TMA stores of whole tiles) or over
-    the P^T tiles: the same bits in dQ, dK and dV (poisoned outputs: a row neither store wrote
-    stays NaN)."""
+def test_pma_epilogues_change_no_gradient(case):
+    """The split-role pass's hand-overs and dK epilogues: dK staged over the P^T tiles with dV, in a
+    tile of its own (TMA stores of whole tiles), and with P^T handed over apart from dS^T: the same
+    bits in dQ, dK and dV (poisoned outputs: a row no store wrote stays NaN)."""
     from kernels import tlx_hopper
 
     q, k, v, q_off, k_off, *_ = make_inputs(case, 3)
     params = _params(case, 1.0 / math.sqrt(case.d))
     base = dataclasses.replace(tlx_hopper_config(case), pma_buf_v=2)
+    variants = {"dk over P^T": dict(pma_dk_stage=False, pma_split_ps=False),
+                "dk staged": dict(pma_dk_stage=True, pma_split_ps=False),
+                "dk staged, P^T apart": dict(pma_dk_stage=True, pma_split_ps=True)}
     tlx_hopper.POISON_OUTPUTS = True
     tlx_hopper.GRID_OVERRIDE = case.grid
     try:
         out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params)
         do = torch.randn_like(out)
-        over_pt, own = (tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params,
-                                            config=dataclasses.replace(base, pma_dk_stage=flag))
-                        for flag in (False, True))
+        grads = {name: tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params,
+                                           config=dataclasses.replace(base, **fields))
+                 for name, fields in variants.items()}
     finally:
         tlx_hopper.GRID_OVERRIDE = None
-    for name, a, b in zip(("dq", "dk", "dv"), over_pt, own):
-        assert not torch.isnan(b).any(), f"{name} has unwritten rows"
-        assert torch.equal(a, b), f"{name} differs with pma_dk_stage"
+    ref = grads.pop("dk over P^T")
+    for variant, got in grads.items():
+        for name, a, b in zip(("dq", "dk", "dv"), ref, got):
+            assert not torch.isnan(b).any(), f"{name} has unwritten rows with {variant}"
+            assert torch.equal(a, b), f"{name} differs with {variant}"
 
 
 @pytest.mark.gpu

@@ -167,12 +167,22 @@ def test_dk_stage_takes_a_kv_slot(k, v, ps):
         _check_config(BwdConfig(pma_dk_stage=True, pma_buf_k=k, pma_buf_v=v, pma_buf_ps=ps), 128)
 
 
+def test_split_ps_needs_dk_stage():
+    """pma_split_ps hands P^T back after dV's epilogue: dK cannot be staged over it."""
+    from kernels.tlx_hopper import _check_config
+
+    _check_config(BwdConfig(pma_dk_stage=True, pma_split_ps=True, pma_buf_v=2), 128)
+    with pytest.raises(ValueError, match="pma_split_ps needs pma_dk_stage"):
+        _check_config(BwdConfig(pma_split_ps=True), 128)
+
+
 def test_broadcast_default_stages_dk_apart_with_two_v_slots():
-    # run 32: dK's own staging tile with 3 K + 2 V, -4.2 % forward+backward at PMA q128 fill 0.9
+    # run 32: dK's own staging tile with 3 K + 2 V, -4.2 % forward+backward at PMA q128 fill 0.9; run 33: P^T handed over apart, -2.6 %
     from kernels.tlx_hopper import _check_config, bwd_config
 
     cfg = bwd_config(128, True, 128, 4, 132)
-    assert cfg.pma_dk_stage and (cfg.pma_buf_k, cfg.pma_buf_v, cfg.pma_buf_ps) == (3, 2, 1)
+    assert cfg.pma_dk_stage and cfg.pma_split_ps
+    assert (cfg.pma_buf_k, cfg.pma_buf_v, cfg.pma_buf_ps) == (3, 2, 1)
     _check_config(cfg, 128)
     assert not bwd_config(128, False, 0, 4, 132).pma_dk_stage
 
