@@ -321,20 +321,30 @@ def jfa_bwd_pma_kernel(
                         ps_slot, ps_phase = _bufidx_phase(cnt_ps, NUM_BUF_PS)
                         stage = kv_stage[2 * ps_slot]
                         nrows = klen - j * BLOCK
-                        if SPLIT_PS:
-                            # dV from the P^T tiles as they come, its epilogue, then dK from dS^T
-                            for s in tl.static_range(NSTEPS):
+                        for s in tl.static_range(NSTEPS):
+                            if SPLIT_PS:  # dV from the P^T tiles as they come
                                 tlx.barrier_wait(p_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
+                            else:
+                                tlx.barrier_wait(ps_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
+                            if s == 0:
+                                dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, 0)],
+                                                   do_tiles[slot_b * NSTEPS])
+                            else:
+                                dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, s)],
+                                                   do_tiles[slot_b * NSTEPS + s], dv)
+                            if not SPLIT_PS:
                                 if s == 0:
-                                    dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, 0)],
-                                                       do_tiles[slot_b * NSTEPS])
+                                    dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, 0)], q_tiles[0])
                                 else:
-                                    dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, s)],
-                                                       do_tiles[slot_b * NSTEPS + s], dv)
-                            dv = tlx.async_dot_wait(0, dv)
-                            tlx.local_store(stage, dv.to(dtype))
-                            _store_rows(dv_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows,
-                                        H, h, HEAD_DIM, BLOCK)
+                                    dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
+                        dv = tlx.async_dot_wait(0, dv)
+                        # the slot's P^T tiles are read (by the dV wgmmas only): stage dV over them
+                        # and store the rows below klen (SPLIT_PS: then P^T goes back and dK
+                        # waits for dS^T)
+                        tlx.local_store(stage, dv.to(dtype))
+                        _store_rows(dv_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows, H,
+                                    h, HEAD_DIM, BLOCK)
+                        if SPLIT_PS:
                             for s in tl.static_range(NSTEPS):
                                 tlx.barrier_arrive(p_empties[s * NUM_BUF_PS + ps_slot], 1)
                             for s in tl.static_range(NSTEPS):
@@ -343,23 +353,6 @@ def jfa_bwd_pma_kernel(
                                     dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, 0)], q_tiles[0])
                                 else:
                                     dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
-                        else:
-                            for s in tl.static_range(NSTEPS):
-                                tlx.barrier_wait(ps_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
-                                if s == 0:
-                                    dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, 0)],
-                                                       do_tiles[slot_b * NSTEPS])
-                                    dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, 0)], q_tiles[0])
-                                else:
-                                    dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, s)],
-                                                       do_tiles[slot_b * NSTEPS + s], dv)
-                                    dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
-                            dv = tlx.async_dot_wait(0, dv)
-                            # the slot's P^T tiles are read (by the dV wgmmas only): stage dV, then
-                            # dK, over them and store the rows below klen
-                            tlx.local_store(stage, dv.to(dtype))
-                            _store_rows(dv_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows,
-                                        H, h, HEAD_DIM, BLOCK)
                         dk = tlx.async_dot_wait(0, dk)
                         if DK_STAGE:
                             # P^T (dV's staging, read back) and dS^T (dK's wgmmas) are done with
