@@ -431,7 +431,7 @@ BWD_SWITCHES = {
     # dK staged over the P^T tiles with dV (bwd_config: in a tile of its own), three V slots
     "bwd-pma-no-dk-stage": ({"pma_dk_stage": False, "pma_split_ps": False, "pma_buf_v": 3},
                             lambda: pma_roles_cases()),
-    # P^T and dS^T handed over on barriers of their own (bwd_config: one hand-over per slot)
+    # P^T handed over with dS^T on one barrier per slot (bwd_config: P^T on barriers of its own)
     "bwd-pma-no-split-ps": ({"pma_split_ps": False}, lambda: pma_roles_cases()),
 }
 
