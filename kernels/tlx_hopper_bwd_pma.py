@@ -321,22 +321,17 @@ def jfa_bwd_pma_kernel(
                         ps_slot, ps_phase = _bufidx_phase(cnt_ps, NUM_BUF_PS)
                         stage = kv_stage[2 * ps_slot]
                         nrows = klen - j * BLOCK
+                        dv = None  # step 0's wgmmas start the accumulators
+                        dk = None
                         for s in tl.static_range(NSTEPS):
                             if SPLIT_PS:  # dV from the P^T tiles as they come
                                 tlx.barrier_wait(p_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
                             else:
                                 tlx.barrier_wait(ps_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
-                            if s == 0:
-                                dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, 0)],
-                                                   do_tiles[slot_b * NSTEPS])
-                            else:
-                                dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, s)],
-                                                   do_tiles[slot_b * NSTEPS + s], dv)
+                            dv = tlx.async_dot(ps_tiles[_ps(ps_slot, 0, s)],
+                                               do_tiles[slot_b * NSTEPS + s], dv)
                             if not SPLIT_PS:
-                                if s == 0:
-                                    dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, 0)], q_tiles[0])
-                                else:
-                                    dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
+                                dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
                         dv = tlx.async_dot_wait(0, dv)
                         # the slot's P^T tiles are read (by the dV wgmmas only): stage dV over them
                         # and store the rows below klen (SPLIT_PS: then P^T goes back and dK
@@ -349,10 +344,7 @@ def jfa_bwd_pma_kernel(
                                 tlx.barrier_arrive(p_empties[s * NUM_BUF_PS + ps_slot], 1)
                             for s in tl.static_range(NSTEPS):
                                 tlx.barrier_wait(ps_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
-                                if s == 0:
-                                    dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, 0)], q_tiles[0])
-                                else:
-                                    dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
+                                dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
                         dk = tlx.async_dot_wait(0, dk)
                         if DK_STAGE:
                             # P^T (dV's staging, read back) and dS^T (dK's wgmmas) are done with
