@@ -8,6 +8,9 @@
 #             0 when something passed and nothing failed (gate the A/Bs on it)
 #   ab_run NAME FIELD ARGS...   tlx_hopper_bench ARGS (an --ab / --ab-bwd candidate) in 4 ABBA
 #             rounds into $OUT/ab_NAME.jsonl, FIELD (its ratio column) logged
+#   ab_gate FIELD LIMITS FILE...   "yes" when, for every "ROW<=LIMIT" of the comma-separated LIMITS,
+#             the mean of FIELD over ROW's records in the FILEs is at most LIMIT, else "no" (gates an
+#             in-call default flip on an A/B)
 # and records the kernels' md5 sums (which code the call ran) in $OUT/md5.txt.
 set -u
 T0=$(date +%s); DEADLINE=$(( T0 + ${CALL_S:-360} ))
@@ -33,5 +36,19 @@ ab_run() {
   timeout "$(( $(left) - 10 ))" python -m benchmarks.tlx_hopper_bench "$@" --baseline-rounds 1 \
     --ab-rounds 4 --out "$OUT/ab_$name.jsonl" > "$OUT/ab_$name.log" 2>&1
   log "ab $name rc=$? $(ratios "$OUT/ab_$name.jsonl" "$field")"
+}
+ab_gate() {
+  python - "$@" <<'PY'
+import json, statistics, sys
+field, limits, files = sys.argv[1], sys.argv[2], sys.argv[3:]
+seen = {}
+for f in files:
+    for line in open(f):
+        row = json.loads(line)
+        seen.setdefault(row["name"], []).append(row[field])
+rules = [r.split("<=") for r in limits.split(",")]
+ok = all(name in seen and statistics.mean(seen[name]) <= float(lim) for name, lim in rules)
+print("yes" if ok else "no")
+PY
 }
 md5sum kernels/*.py > "$OUT/md5.txt"
