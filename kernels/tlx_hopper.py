@@ -435,13 +435,6 @@ class BwdConfig:
     # forward+backward, two processes of 4 ABBA rounds, gradients bit-identical): 1.007 / 0.989 /
     # 0.984 and 1.013 / 0.991 / 0.963 at fill 0.1 / 0.5 / 0.9. `bwd_config` takes it for broadcast_q
     pma_split_ps: bool = False
-    # self/cross with the fused dQ: the dK/dV pass writes dQ itself. Each consumer counts its
-    # column half's finished tiles per (batch, KV head) (an atomic, once the tile's reduce-adds
-    # have landed: checked in the next tile's first step, off the critical path); the one that
-    # counts a sequence's last tile converts that half of the sequence's fp32 rows, still in L2,
-    # into the output. Rows that see no key get 0 from the preprocess. Replaces the cast pass,
-    # which read the whole fp32 buffer back from HBM.
-    dkdv_cast_dq: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -525,20 +518,13 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     # fused: fp32 dQ, zeroed by the preprocess kernel where its rows are the output rows
     # (self/cross); broadcast_q's q_len rows are few
     zero_in_preprocess = fused_dq and not broadcast
-    cast_in_pass = zero_in_preprocess and cfg.dkdv_cast_dq
     dq_acc = delta  # not written without fused_dq
     if fused_dq:
         dq_acc = (torch.empty if zero_in_preprocess else torch.zeros)(
             query.shape, device=query.device, dtype=torch.float32)
-    dq, dq_count = delta, delta  # not written without cast_in_pass
-    if cast_in_pass:
-        dq = torch.empty_like(query)
-        if POISON_OUTPUTS:
-            dq.fill_(float("nan"))
-        dq_count = torch.zeros(B * hkv * 2, device=query.device, dtype=torch.int32)
     launch(_jfa_bwd_preprocess_kernel, (triton_cdiv(total_out, 64), hq),
-        out, grad_out, delta, dq_acc, lse, dq, total_out, hq, HEAD_DIM=d, BLOCK_R=64,
-        ZERO_DQ=zero_in_preprocess, CAST_DQ=cast_in_pass, num_warps=4)
+        out, grad_out, delta, dq_acc, total_out, hq, HEAD_DIM=d, BLOCK_R=64,
+        ZERO_DQ=zero_in_preprocess, num_warps=4)
 
     desc_q = _descriptor(query, query.shape[0], 64)
     desc_do = _descriptor(grad_out, total_out, 64)
@@ -558,14 +544,11 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     desc_dq = _descriptor(dq_acc, dq_acc.shape[0], 64, d // 2) if fused_dq else desc_q
     launch(jfa_bwd_dkdv_kernel, (n_sm,),
         desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv, desc_dq, dk, dv, lse, delta, q_off,
-        key_offset, entries, n_entries, dq, dq_acc, dq_count, scale, win, B, hkv, hq // hkv, q_len,
-        num_nb, total_out, cfg.tile_window or num_nb,
+        key_offset, entries, n_entries, scale, win, B, hkv, hq // hkv, q_len, num_nb, total_out,
+        cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, CAST_DQ=cast_in_pass,
-        num_warps=4, num_stages=1)
-    if cast_in_pass:
-        return dq, dk, dv
+        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, num_warps=4, num_stages=1)
     if fused_dq:
         return dq_acc.to(query.dtype), dk, dv
 
@@ -640,8 +623,8 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
     else:
         delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
         launch(_jfa_bwd_preprocess_kernel, (triton_cdiv(total_out, 64), hq),
-            out, grad_out, delta, delta, lse, delta, total_out, hq, HEAD_DIM=d, BLOCK_R=64,
-            ZERO_DQ=False, CAST_DQ=False, num_warps=4)
+            out, grad_out, delta, delta, total_out, hq, HEAD_DIM=d, BLOCK_R=64, ZERO_DQ=False,
+            num_warps=4)
     # the forward's resident schedule for one q-block: batch elements heaviest first per head
     entries, n_entries = cached_schedule(None, key_offset, B, q_len, 1, None, False, True,
                                          PMA_Q_BLOCK, 64)

@@ -56,13 +56,10 @@ STEP_DONE_BAR = tl.constexpr(10)  # both consumers' wgmmas of the step finished
 
 
 @triton.jit
-def _jfa_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, dq_acc_ptr, lse_ptr, dq_ptr, total_out, H,
-                               HEAD_DIM: tl.constexpr, BLOCK_R: tl.constexpr, ZERO_DQ: tl.constexpr,
-                               CAST_DQ: tl.constexpr):
+def _jfa_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, dq_acc_ptr, total_out, H,
+                               HEAD_DIM: tl.constexpr, BLOCK_R: tl.constexpr, ZERO_DQ: tl.constexpr):
     """delta[h, r] = sum_d O[r, h, d] * dO[r, h, d] in fp32; with ZERO_DQ (fused dQ, self/cross:
-    output rows are query rows) also zeroes the fp32 dQ accumulator's rows, saving a memset. With
-    CAST_DQ (the dK/dV pass writes dQ of the sequences with keys) rows that see no key (LSE -inf:
-    e.g. a query sequence whose key sequence is empty, which no KV tile visits) get dQ = 0 here."""
+    output rows are query rows) also zeroes the fp32 dQ accumulator's rows, saving a memset."""
     h = tl.program_id(1)
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     ok = rows < total_out
@@ -72,10 +69,6 @@ def _jfa_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, dq_acc_ptr, lse_ptr, dq
     tl.store(delta_ptr + h.to(tl.int64) * total_out + rows, tl.sum(o * do, 1), mask=ok)
     if ZERO_DQ:
         tl.store(dq_acc_ptr + offs, tl.zeros([BLOCK_R, HEAD_DIM], dtype=tl.float32), mask=ok[:, None])
-    if CAST_DQ:
-        no_key = tl.load(lse_ptr + h.to(tl.int64) * total_out + rows, mask=ok, other=0.0) == float("-inf")
-        tl.store(dq_ptr + offs, tl.zeros([BLOCK_R, HEAD_DIM], dtype=dq_ptr.dtype.element_ty),
-                 mask=(ok & no_key)[:, None])
 
 
 @triton.jit
@@ -146,46 +139,6 @@ def _release_held_kv_slot(kv_empties, held_slot):
 
 
 @triton.jit
-def _bulk_writes_landed():
-    """Wait until this thread's TMA stores and reduce-adds are written to global memory, not only
-    read from shared memory (`async_descriptor_store_wait`), and order them before the thread's
-    later generic-proxy accesses."""
-    tl.inline_asm_elementwise("cp.async.bulk.wait_group 0;\n\tfence.proxy.async.global;\n\t"
-                              "mov.u32 $0, 0;", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
-def _finish_dq_tile(pend_b, pend_hk, cid, count_ptr, dq_acc_ptr, dq_ptr, q_off, k_off, HKV, G,
-                    NUM_NB, HEAD_DIM: tl.constexpr):
-    """CAST_DQ: count the KV tile (pend_b, pend_hk) (pend_b >= 0) as done for this warpgroup's dQ
-    columns once its reduce-adds have landed; the warpgroup that counts a sequence's last tile
-    converts those columns of the sequence's rows, every head of the group, from the fp32 buffer
-    (still in L2) into the output. Returns the new pending batch (-1)."""
-    if pend_b >= 0:
-        _bulk_writes_landed()
-        tl.debug_barrier()  # the warpgroup's issuing thread waited before the count is published
-        q_row0 = tl.load(q_off + pend_b).to(tl.int32)
-        qlen = tl.load(q_off + pend_b + 1).to(tl.int32) - q_row0
-        klen = tl.load(k_off + pend_b + 1).to(tl.int32) - tl.load(k_off + pend_b).to(tl.int32)
-        n_tiles = tl.minimum(tl.cdiv(klen, 128), NUM_NB)  # the schedule's entries of the sequence
-        done = tl.atomic_add(count_ptr + (pend_b * HKV + pend_hk) * 2 + cid, 1, sem="acq_rel",
-                             scope="gpu")
-        if done == n_tiles - 1:
-            DQ_COLS: tl.constexpr = HEAD_DIM // 2
-            CAST_ROWS: tl.constexpr = 32
-            pos = tl.arange(0, CAST_ROWS)
-            for h in range(pend_hk * G, pend_hk * G + G):
-                cols = h * HEAD_DIM + cid * DQ_COLS + tl.arange(0, DQ_COLS)
-                for r0 in range(0, qlen, CAST_ROWS):
-                    ok = (r0 + pos < qlen)[:, None]
-                    offs = (q_row0 + r0 + pos).to(tl.int64)[:, None] * (HKV * G * HEAD_DIM) + cols[None, :]
-                    # .cg: other SMs' adds, past this SM's L1
-                    acc = tl.load(dq_acc_ptr + offs, mask=ok, cache_modifier=".cg")
-                    tl.store(dq_ptr + offs, acc.to(dq_ptr.dtype.element_ty), mask=ok)
-    return -1
-
-
-@triton.jit
 def _opaque(x):
     """x, recomputed where it is used: the compiler cannot hoist what derives from it."""
     return tl.inline_asm_elementwise("mov.u32 $0, $1;", "=r,r", [x], dtype=tl.int32,
@@ -209,13 +162,10 @@ def jfa_bwd_dkdv_kernel(
     desc_dq,                           # FUSED_DQ: TMA reduce-add target, fp32 dQ [rows_q, Hq*D],
                                        #   box [64, D/2]
     dk_ptr, dv_ptr, lse_ptr, delta_ptr, q_off, k_off, tile_entry, n_entries,
-    dq_ptr, dq_acc_ptr, dq_count_ptr,  # CAST_DQ: output dQ, its fp32 buffer, tiles done per
-                                       #   (b, hk, column half), zeroed
     sm_scale, window, B, HKV, G, q_len, NUM_NB, total_out, tile_window,
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, EARLY_Q_RELEASE: tl.constexpr,
-    CAST_DQ: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -306,10 +256,6 @@ def jfa_bwd_dkdv_kernel(
             # store drains while that step computes.
             held_slot = -1
             held_q = -1  # FUSED_DQ: likewise the Q/dO slot a dQ reduce-add is still reading
-            # CAST_DQ: the last tile (batch, KV head) whose dQ reduce-adds are not yet counted
-            # (-1: none). It is counted in the next tile's first step, by when they have landed.
-            pend_b = -1
-            pend_hk = 0
             for it in range(0, n_iter):
                 valid, b, hk, nb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, HKV, NUM_NB,
                                            1, tile_window, False)
@@ -390,10 +336,6 @@ def jfa_bwd_dkdv_kernel(
                                                     [HALF, DQ_COLS]), dq)
                             dk = tlx.async_dot_wait(0, dk)
                             dv = tlx.async_dot_wait(0, dv)
-                            if CAST_DQ:
-                                pend_b = _finish_dq_tile(pend_b, pend_hk, cid, dq_count_ptr,
-                                                         dq_acc_ptr, dq_ptr, q_off, k_off, HKV, G,
-                                                         NUM_NB, HEAD_DIM)
                             if TMA_EPILOGUE:
                                 held_slot = _release_held_kv_slot(kv_empties, held_slot)
                             if FUSED_DQ:
@@ -434,14 +376,6 @@ def jfa_bwd_dkdv_kernel(
                         zero = tl.zeros([HALF, HEAD_DIM], dtype=dtype)
                         _store_kv_rows(dk_ptr, dv_ptr, zero, zero, n0 + cid * HALF, klen, kv_row0,
                                        hk, HKV, HEAD_DIM, HALF)
-                    if CAST_DQ:  # the previous tile, if this one had no step to count it in
-                        pend_b = _finish_dq_tile(pend_b, pend_hk, cid, dq_count_ptr, dq_acc_ptr,
-                                                 dq_ptr, q_off, k_off, HKV, G, NUM_NB, HEAD_DIM)
-                        pend_b = b
-                        pend_hk = hk
-            if CAST_DQ:
-                pend_b = _finish_dq_tile(pend_b, pend_hk, cid, dq_count_ptr, dq_acc_ptr, dq_ptr,
-                                         q_off, k_off, HKV, G, NUM_NB, HEAD_DIM)
             if TMA_EPILOGUE or FUSED_DQ:
                 tlx.async_descriptor_store_wait(0)  # the last stores finish before the CTA exits
 

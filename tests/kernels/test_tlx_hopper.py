@@ -433,15 +433,6 @@ BWD_SWITCHES = {
                             lambda: pma_roles_cases()),
     # P^T handed over with dS^T on one barrier per slot (bwd_config: P^T on barriers of its own)
     "bwd-pma-no-split-ps": ({"pma_split_ps": False}, lambda: pma_roles_cases()),
-    # self/cross: dQ converted by the last tile of each (sequence, KV head) inside the dK/dV pass
-    # (bwd_config: by a cast after it); the fused cases, a cross case whose first key sequence is
-    # empty (its query rows get dQ = 0 from the preprocess), nine KV tiles per sequence, and a grid
-    # of 2 with GQA (hundreds of tiles per CTA, each counted in the next one's first step)
-    "bwd-cast-dq": ({"dkdv_cast_dq": True},
-                    lambda: [c for c in bwd_cases() if c.d == 128 and c.mode != "bcast"]
-                    + [Case("self", 12, 1100, 1100, 2, 2, 128, "bf16", lens="long"),
-                       Case("self", 40, 500, 500, 4, 2, 128, "bf16", grid=2),
-                       Case("cross", 40, 300, 500, 2, 2, 128, "fp16", True, grid=2)]),
 }
 
 
