@@ -54,3 +54,17 @@ def test_ratios_rounds_a_field_of_each_row(tmp_path):
     res, _ = run_call(tmp_path, "", body)
     assert res.returncode == 0, res.stderr
     assert "[0.988, 1.5]" in res.stdout
+
+
+@pytest.mark.parametrize("limits,want", [
+    ("a<=1.0,b<=0.99", "yes"),      # means a 0.99, b 0.98
+    ("a<=0.985,b<=0.99", "no"),     # a's mean is over its limit though one of its rows is under
+    ("a<=1.0,missing<=2", "no"),    # a row the A/B did not measure never passes
+])
+def test_ab_gate_compares_each_rows_mean_over_files_with_its_limit(tmp_path, limits, want):
+    body = ("printf '{\"name\": \"a\", \"r\": 0.97}\\n{\"name\": \"b\", \"r\": 0.98}\\n' > \"$OUT/1.jsonl\"\n"
+            "printf '{\"name\": \"a\", \"r\": 1.01}\\n{\"name\": \"b\", \"r\": 0.98}\\n' > \"$OUT/2.jsonl\"\n"
+            f"echo \"gate=$(ab_gate r '{limits}' \"$OUT/1.jsonl\" \"$OUT/2.jsonl\")\"")
+    res, _ = run_call(tmp_path, "", body)
+    assert res.returncode == 0, res.stderr
+    assert f"gate={want}" in res.stdout
