@@ -146,7 +146,8 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
         const = dict(HEAD_DIM=d, NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v,
                      NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs,
                      GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
-                     DK_STAGE=cfg.pma_dk_stage, SPLIT_PS=cfg.pma_split_ps)
+                     DK_STAGE=cfg.pma_dk_stage, SPLIT_PS=cfg.pma_split_ps,
+                     DK_EARLY=cfg.pma_dk_early)
         sig.update({k: "constexpr" for k in const})
         src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const,
                                         attrs=_pointer_attrs(fn, sig))

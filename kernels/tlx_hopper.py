@@ -250,6 +250,9 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
     if cfg.pma_split_ps and not cfg.pma_dk_stage:
         # dK's staging over the P^T tiles would outlive P^T's early hand-back
         raise ValueError("tlx BwdConfig: pma_split_ps needs pma_dk_stage")
+    if cfg.pma_dk_early and not cfg.pma_split_ps:
+        # without it dK's wgmmas are issued with dV's already
+        raise ValueError("tlx BwdConfig: pma_dk_early needs pma_split_ps")
     if cfg.pma_fold_delta and cfg.pma_buf_k < 3:
         # a tile's K slot stays held until the next tile's dQ wgmma read it, and a batch element's
         # O rows take a slot before its first tile: with two, that tile waits for the held slot
@@ -435,6 +438,10 @@ class BwdConfig:
     # forward+backward, two processes of 4 ABBA rounds, gradients bit-identical): 1.007 / 0.989 /
     # 0.984 and 1.013 / 0.991 / 0.963 at fill 0.1 / 0.5 / 0.9. `bwd_config` takes it for broadcast_q
     pma_split_ps: bool = False
+    # with pma_split_ps, its gradient warpgroup waits for dS^T and issues dK's wgmmas right after
+    # dV's, before dV's epilogue (staging, read-back, masked stores), which then overlaps them; P^T
+    # still goes back after that epilogue
+    pma_dk_early: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -646,6 +653,7 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
         key_offset, entries, n_entries, scale, B, hq, q_len, total_out, HEAD_DIM=d,
         NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v, NUM_BUF_PS=cfg.pma_buf_ps,
         SCORE_REGS=cfg.pma_score_regs, GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
-        DK_STAGE=cfg.pma_dk_stage, SPLIT_PS=cfg.pma_split_ps, num_warps=4, num_stages=1)
+        DK_STAGE=cfg.pma_dk_stage, SPLIT_PS=cfg.pma_split_ps, DK_EARLY=cfg.pma_dk_early,
+        num_warps=4, num_stages=1)
     _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, PMA_Q_BLOCK, hq)
     return dq, dk, dv

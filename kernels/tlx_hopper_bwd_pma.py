@@ -28,7 +28,9 @@ Warp roles (a tile = 64 keys; a step = 64 query rows; 64 < q_len <= 128: two ste
   (226 KB of shared memory leave none). With DK_STAGE dK has a staging tile of its own (one K/V
   slot fewer) that whole tiles leave by TMA store while the next tile computes. With SPLIT_PS the
   P^T tiles have barriers of their own: the score warpgroups hand P^T over before waiting for
-  dP^T, and the gradient warpgroup runs dV and its epilogue (P^T back) before dK waits for dS^T.
+  dP^T, and the gradient warpgroup runs dV and its epilogue (P^T back) before dK waits for dS^T;
+  with DK_EARLY it waits for dS^T and issues dK's wgmmas before dV's epilogue, which then runs
+  under them.
 
 Unlike `jfa_bwd_dkdv_kernel`, where two consumers split the tile's keys and meet twice per
 step, no warpgroup waits for a peer in lockstep: the score warpgroups run ahead of the gradient
@@ -119,7 +121,7 @@ def jfa_bwd_pma_kernel(
     HEAD_DIM: tl.constexpr, NUM_BUF_K: tl.constexpr, NUM_BUF_V: tl.constexpr,
     NUM_BUF_PS: tl.constexpr,
     SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr, FOLD_DELTA: tl.constexpr,
-    DK_STAGE: tl.constexpr, SPLIT_PS: tl.constexpr,
+    DK_STAGE: tl.constexpr, SPLIT_PS: tl.constexpr, DK_EARLY: tl.constexpr,
 ):
     BLOCK: tl.constexpr = 64           # keys per tile = query rows per step
     NSTEPS: tl.constexpr = 2
@@ -333,18 +335,23 @@ def jfa_bwd_pma_kernel(
                             if not SPLIT_PS:
                                 dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
                         dv = tlx.async_dot_wait(0, dv)
+                        if DK_EARLY:  # dK's wgmmas run under dV's epilogue
+                            for s in tl.static_range(NSTEPS):
+                                tlx.barrier_wait(ps_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
+                                dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
                         # the slot's P^T tiles are read (by the dV wgmmas only): stage dV over them
                         # and store the rows below klen (SPLIT_PS: then P^T goes back and dK
-                        # waits for dS^T)
+                        # waits for dS^T, unless DK_EARLY issued it already)
                         tlx.local_store(stage, dv.to(dtype))
                         _store_rows(dv_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows, H,
                                     h, HEAD_DIM, BLOCK)
                         if SPLIT_PS:
                             for s in tl.static_range(NSTEPS):
                                 tlx.barrier_arrive(p_empties[s * NUM_BUF_PS + ps_slot], 1)
-                            for s in tl.static_range(NSTEPS):
-                                tlx.barrier_wait(ps_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
-                                dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
+                            if not DK_EARLY:
+                                for s in tl.static_range(NSTEPS):
+                                    tlx.barrier_wait(ps_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
+                                    dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
                         dk = tlx.async_dot_wait(0, dk)
                         if DK_STAGE:
                             # P^T (dV's staging, read back) and dS^T (dK's wgmmas) are done with

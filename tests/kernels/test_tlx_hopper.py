@@ -418,21 +418,26 @@ BWD_SWITCHES = {
     # its other ring split (two K and two V slots, two P^T/dS^T slots: the same shared memory;
     # with two K slots only with the preprocess kernel's delta)
     "bwd-pma-kv2": ({"pma_buf_k": 2, "pma_buf_v": 2, "pma_buf_ps": 2, "pma_fold_delta": False,
-                     "pma_dk_stage": False, "pma_split_ps": False},
+                     "pma_dk_stage": False, "pma_split_ps": False, "pma_dk_early": False},
                     lambda: pma_roles_cases()),
     # the split-role pass with the preprocess kernel's delta (bwd_config: it sums delta itself from O
     # rows sent through its K and V rings)
     "bwd-pma-preprocess": ({"pma_fold_delta": False}, lambda: pma_roles_cases()),
     # other K and V ring depths, with and without the O rows' turn of the rings
-    "bwd-pma-k4-v2": ({"pma_buf_k": 4, "pma_buf_v": 2, "pma_dk_stage": False, "pma_split_ps": False},
+    "bwd-pma-k4-v2": ({"pma_buf_k": 4, "pma_buf_v": 2, "pma_dk_stage": False, "pma_split_ps": False,
+                       "pma_dk_early": False},
                       lambda: pma_roles_cases()),
     "bwd-pma-k4-v1-preprocess": ({"pma_buf_k": 4, "pma_buf_v": 1, "pma_fold_delta": False},
                                  lambda: pma_roles_cases()),
     # dK staged over the P^T tiles with dV (bwd_config: in a tile of its own), three V slots
-    "bwd-pma-no-dk-stage": ({"pma_dk_stage": False, "pma_split_ps": False, "pma_buf_v": 3},
+    "bwd-pma-no-dk-stage": ({"pma_dk_stage": False, "pma_split_ps": False, "pma_dk_early": False,
+                             "pma_buf_v": 3},
                             lambda: pma_roles_cases()),
     # P^T handed over with dS^T on one barrier per slot (bwd_config: P^T on barriers of its own)
-    "bwd-pma-no-split-ps": ({"pma_split_ps": False}, lambda: pma_roles_cases()),
+    "bwd-pma-no-split-ps": ({"pma_split_ps": False, "pma_dk_early": False},
+                            lambda: pma_roles_cases()),
+    # dK's wgmmas issued before dV's epilogue (bwd_config: after it, once P^T went back)
+    "bwd-pma-dk-early": ({"pma_dk_early": True}, lambda: pma_roles_cases()),
 }
 
 
@@ -724,16 +729,20 @@ def test_backward_deterministic(case):
 @pytest.mark.parametrize("case", pma_roles_cases(), ids=lambda c: c.name)
 def test_pma_epilogues_change_no_gradient(case):
     """The split-role pass's hand-overs and dK epilogues: dK staged over the P^T tiles with dV, in a
-    tile of its own (TMA stores of whole tiles), and with P^T handed over apart from dS^T: the same
-    bits in dQ, dK and dV (poisoned outputs: a row no store wrote stays NaN)."""
+    tile of its own (TMA stores of whole tiles), with P^T handed over apart from dS^T, and with dK
+    issued before dV's epilogue: the same bits in dQ, dK and dV (poisoned outputs: a row no store
+    wrote stays NaN)."""
     from kernels import tlx_hopper
 
     q, k, v, q_off, k_off, *_ = make_inputs(case, 3)
     params = _params(case, 1.0 / math.sqrt(case.d))
     base = dataclasses.replace(tlx_hopper_config(case), pma_buf_v=2)
-    variants = {"dk over P^T": dict(pma_dk_stage=False, pma_split_ps=False),
-                "dk staged": dict(pma_dk_stage=True, pma_split_ps=False),
-                "dk staged, P^T apart": dict(pma_dk_stage=True, pma_split_ps=True)}
+    variants = {"dk over P^T": dict(pma_dk_stage=False, pma_split_ps=False, pma_dk_early=False),
+                "dk staged": dict(pma_dk_stage=True, pma_split_ps=False, pma_dk_early=False),
+                "dk staged, P^T apart": dict(pma_dk_stage=True, pma_split_ps=True,
+                                             pma_dk_early=False),
+                "dk staged, P^T apart, dk early": dict(pma_dk_stage=True, pma_split_ps=True,
+                                                       pma_dk_early=True)}
     tlx_hopper.POISON_OUTPUTS = True
     tlx_hopper.GRID_OVERRIDE = case.grid
     try:

@@ -176,6 +176,16 @@ def test_split_ps_needs_dk_stage():
         _check_config(BwdConfig(pma_split_ps=True), 128)
 
 
+def test_dk_early_needs_split_ps():
+    """pma_dk_early moves dK's issue ahead of dV's epilogue, which only pma_split_ps put after it."""
+    from kernels.tlx_hopper import _check_config
+
+    _check_config(BwdConfig(pma_dk_stage=True, pma_split_ps=True, pma_dk_early=True, pma_buf_v=2),
+                  128)
+    with pytest.raises(ValueError, match="pma_dk_early needs pma_split_ps"):
+        _check_config(BwdConfig(pma_dk_stage=True, pma_dk_early=True, pma_buf_v=2), 128)
+
+
 def test_broadcast_default_stages_dk_apart_with_two_v_slots():
     # run 32: dK's own staging tile with 3 K + 2 V, -4.2 % forward+backward at PMA q128 fill 0.9;
     # run 33: P^T handed over apart from dS^T, -2.6 %
