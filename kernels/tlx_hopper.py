@@ -440,7 +440,7 @@ class BwdConfig:
     pma_split_ps: bool = False
     # with pma_split_ps, its gradient warpgroup waits for dS^T and issues dK's wgmmas right after
     # dV's, before dV's epilogue (staging, read-back, masked stores), which then overlaps them; P^T
-    # still goes back after that epilogue
+    # still goes back after that epilogue. `bwd_config` takes it for broadcast_q
     pma_dk_early: bool = False
 
     @property
@@ -461,7 +461,7 @@ def bwd_config(head_dim: int, broadcast_q: bool, q_len: int, num_heads: int, num
     if broadcast_q:  # the split-role pass where `uses_pma_roles` takes the call, dK staged apart,
         # P^T handed over apart from dS^T
         return BwdConfig(tile_window=tile_window, pma_roles=True, pma_fold_delta=True,
-                         pma_dk_stage=True, pma_split_ps=True, pma_buf_v=2)
+                         pma_dk_stage=True, pma_split_ps=True, pma_dk_early=True, pma_buf_v=2)
     return BwdConfig(tile_window=tile_window, dkdv_early_q_release=True)
 
 

@@ -436,8 +436,8 @@ BWD_SWITCHES = {
     # P^T handed over with dS^T on one barrier per slot (bwd_config: P^T on barriers of its own)
     "bwd-pma-no-split-ps": ({"pma_split_ps": False, "pma_dk_early": False},
                             lambda: pma_roles_cases()),
-    # dK's wgmmas issued before dV's epilogue (bwd_config: after it, once P^T went back)
-    "bwd-pma-dk-early": ({"pma_dk_early": True}, lambda: pma_roles_cases()),
+    # dK's wgmmas issued after dV's epilogue, once P^T went back (bwd_config: before it)
+    "bwd-pma-dk-late": ({"pma_dk_early": False}, lambda: pma_roles_cases()),
 }
 
 

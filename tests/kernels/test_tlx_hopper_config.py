@@ -192,7 +192,7 @@ def test_broadcast_default_stages_dk_apart_with_two_v_slots():
     from kernels.tlx_hopper import _check_config, bwd_config
 
     cfg = bwd_config(128, True, 128, 4, 132)
-    assert cfg.pma_dk_stage and cfg.pma_split_ps
+    assert cfg.pma_dk_stage and cfg.pma_split_ps and cfg.pma_dk_early
     assert (cfg.pma_buf_k, cfg.pma_buf_v, cfg.pma_buf_ps) == (3, 2, 1)
     _check_config(cfg, 128)
     assert not bwd_config(128, False, 0, 4, 132).pma_dk_stage
