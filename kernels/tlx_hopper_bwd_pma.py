@@ -69,6 +69,17 @@ def _store_rows(ptr, x, row0, nrows, H, h, HEAD_DIM: tl.constexpr, BLOCK: tl.con
 
 
 @triton.jit
+def _issue_dk(dk, ps_tiles, q_tiles, ps_fulls, ps_slot, ps_phase, NUM_BUF_PS: tl.constexpr,
+              NSTEPS: tl.constexpr):
+    """The gradient warpgroup's dK += dS_s^T Q_s wgmmas of a tile, each once its dS^T tile landed
+    (dk None: the first starts the accumulator)."""
+    for s in tl.static_range(NSTEPS):
+        tlx.barrier_wait(ps_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
+        dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
+    return dk
+
+
+@triton.jit
 def _load_kv_turn(cnt, desc_k, desc_v, k_row, v_row, col, k_tiles, v_tiles, k_fulls, k_empties,
                   v_fulls, v_empties, TILE_BYTES: tl.constexpr, NUM_BUF_K: tl.constexpr,
                   NUM_BUF_V: tl.constexpr):
@@ -336,9 +347,8 @@ def jfa_bwd_pma_kernel(
                                 dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
                         dv = tlx.async_dot_wait(0, dv)
                         if DK_EARLY:  # dK's wgmmas run under dV's epilogue
-                            for s in tl.static_range(NSTEPS):
-                                tlx.barrier_wait(ps_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
-                                dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
+                            dk = _issue_dk(dk, ps_tiles, q_tiles, ps_fulls, ps_slot, ps_phase,
+                                           NUM_BUF_PS, NSTEPS)
                         # the slot's P^T tiles are read (by the dV wgmmas only): stage dV over them
                         # and store the rows below klen (SPLIT_PS: then P^T goes back and dK
                         # waits for dS^T, unless DK_EARLY issued it already)
@@ -349,9 +359,8 @@ def jfa_bwd_pma_kernel(
                             for s in tl.static_range(NSTEPS):
                                 tlx.barrier_arrive(p_empties[s * NUM_BUF_PS + ps_slot], 1)
                             if not DK_EARLY:
-                                for s in tl.static_range(NSTEPS):
-                                    tlx.barrier_wait(ps_fulls[s * NUM_BUF_PS + ps_slot], ps_phase)
-                                    dk = tlx.async_dot(ps_tiles[_ps(ps_slot, 1, s)], q_tiles[s], dk)
+                                dk = _issue_dk(dk, ps_tiles, q_tiles, ps_fulls, ps_slot, ps_phase,
+                                               NUM_BUF_PS, NSTEPS)
                         dk = tlx.async_dot_wait(0, dk)
                         if DK_STAGE:
                             # P^T (dV's staging, read back) and dS^T (dK's wgmmas) are done with
