@@ -461,7 +461,7 @@ def bwd_config(head_dim: int, broadcast_q: bool, q_len: int, num_heads: int, num
     if broadcast_q and 128 < q_len <= 192 and num_heads <= num_sms:
         return BwdConfig(dq_groups=3, dq_regs=160, tile_window=tile_window)
     if broadcast_q:  # the split-role pass where `uses_pma_roles` takes the call, dK staged apart,
-        # P^T handed over apart from dS^T
+        # P^T handed over apart from dS^T, dK issued before dV's epilogue
         return BwdConfig(tile_window=tile_window, pma_roles=True, pma_fold_delta=True,
                          pma_dk_stage=True, pma_split_ps=True, pma_dk_early=True, pma_buf_v=2)
     return BwdConfig(tile_window=tile_window, dkdv_early_q_release=True)

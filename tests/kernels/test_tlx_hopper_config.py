@@ -188,7 +188,8 @@ def test_dk_early_needs_split_ps():
 
 def test_broadcast_default_stages_dk_apart_with_two_v_slots():
     # run 32: dK's own staging tile with 3 K + 2 V, -4.2 % forward+backward at PMA q128 fill 0.9;
-    # run 33: P^T handed over apart from dS^T, -2.6 %
+    # run 33: P^T handed over apart from dS^T, -2.6 %; run 34: dK issued before dV's epilogue,
+    # -1.8 % at fill 0.5
     from kernels.tlx_hopper import _check_config, bwd_config
 
     cfg = bwd_config(128, True, 128, 4, 132)
