@@ -739,12 +739,14 @@ def test_pma_epilogues_change_no_gradient(case):
     q, k, v, q_off, k_off, *_ = make_inputs(case, 3)
     params = _params(case, 1.0 / math.sqrt(case.d))
     base = dataclasses.replace(tlx_hopper_config(case), pma_buf_v=2)
-    variants = {"dk over P^T": dict(pma_dk_stage=False, pma_split_ps=False, pma_dk_early=False),
-                "dk staged": dict(pma_dk_stage=True, pma_split_ps=False, pma_dk_early=False),
+    variants = {"dk over P^T": dict(pma_dk_stage=False, pma_split_ps=False, pma_dk_early=False,
+                                    own_fences=False),
+                "dk staged": dict(pma_dk_stage=True, pma_split_ps=False, pma_dk_early=False,
+                                  own_fences=False),
                 "dk staged, P^T apart": dict(pma_dk_stage=True, pma_split_ps=True,
-                                             pma_dk_early=False),
+                                             pma_dk_early=False, own_fences=False),
                 "dk staged, P^T apart, dk early": dict(pma_dk_stage=True, pma_split_ps=True,
-                                                       pma_dk_early=True),
+                                                       pma_dk_early=True, own_fences=False),
                 "dk staged, P^T apart, dk early, own fences": dict(
                     pma_dk_stage=True, pma_split_ps=True, pma_dk_early=True, own_fences=True)}
     tlx_hopper.POISON_OUTPUTS = True
@@ -780,7 +782,8 @@ def test_dkdv_pass_own_fences_change_no_gradient(case):
     tlx_hopper.POISON_OUTPUTS = True
     out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params)
     do = torch.randn_like(out)
-    dq, dk, dv = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params, config=base)
+    dq, dk, dv = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params,
+                                     config=dataclasses.replace(base, own_fences=False))
     dq_o, dk_o, dv_o = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params,
                                            config=dataclasses.replace(base, own_fences=True))
     for name, a, b in (("dk", dk, dk_o), ("dv", dv, dv_o)):
