@@ -76,21 +76,12 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len):
                  SKIP_IDLE_GROUPS=cfg.skip_idle_groups, LATE_P_CAST=cfg.late_p_cast,
                  O_TMA_ONLY=o_by_tma_only(cfg, bcast, q_len), WARP_ARRIVE=cfg.warp_arrive,
                  LAZY_RESCALE=cfg.lazy_rescale,
-                 RCP_NORMALISE=cfg.rcp_normalise, OWN_FENCES=cfg.own_fences)
+                 RCP_NORMALISE=cfg.rcp_normalise)
     for k in const:
         sig[k] = "constexpr"
     src = triton.compiler.ASTSource(fn=jfa_fwd_kernel, signature=sig, constexprs=const,
                                     attrs=_pointer_attrs(jfa_fwd_kernel, sig))
-    return _compile(src, const)
-
-
-def _compile(src, const: dict):
-    """triton.compile for sm_90 as the launchers compile (`tlx_launch`: OWN_FENCES kernels without
-    Triton's fence-insertion pass)."""
-    from kernels.tlx_launch import fence_insertion_skipped
-
-    with fence_insertion_skipped(const.get("OWN_FENCES", False)):
-        return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1))
+    return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1))
 
 
 def _pointer_attrs(fn, sig):
@@ -156,11 +147,11 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
                      NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs,
                      GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
                      DK_STAGE=cfg.pma_dk_stage, SPLIT_PS=cfg.pma_split_ps,
-                     DK_EARLY=cfg.pma_dk_early, OWN_FENCES=cfg.own_fences)
+                     DK_EARLY=cfg.pma_dk_early)
         sig.update({k: "constexpr" for k in const})
         src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const,
                                         attrs=_pointer_attrs(fn, sig))
-        return _compile(src, const)
+        return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1))
     if kern == "dkdv":
         fn = jfa_bwd_dkdv_kernel
         sig.update({"desc_dk": _tdesc(dt, 64, d), "desc_dv": _tdesc(dt, 64, d),
@@ -172,7 +163,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
         const = dict(HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs,
                      CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast,
                      TMA_EPILOGUE=cfg.dkdv_tma_store, FUSED_DQ=fused,
-                     EARLY_Q_RELEASE=cfg.dkdv_early_q_release, OWN_FENCES=cfg.own_fences)
+                     EARLY_Q_RELEASE=cfg.dkdv_early_q_release)
     else:
         fn = jfa_bwd_dq_kernel
         sig["desc_k"] = sig["desc_v"] = _tdesc(dt, cfg.dq_block_n, d)
@@ -187,7 +178,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
     sig.update({k: "i32" for k in ints})
     sig.update({k: "constexpr" for k in const})
     src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const, attrs=_pointer_attrs(fn, sig))
-    return _compile(src, const)
+    return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1))
 
 
 def report(name, k, dump=None):

@@ -146,10 +146,6 @@ class FwdConfig:
     # cast hides the fp32 ulp); PMA forward -0.2 to -4 %, self/dense -0.2 to +1.0 %: on for
     # broadcast Q at D=128
     rcp_normalise: bool = False
-    # compiled without Triton's fence-insertion pass (`tlx_launch.fence_insertion_skipped`): the
-    # kernel's own proxy fence after its O staging store is the only one; the pass adds one before
-    # every QK^T of self/cross attention, whose O is staged over the Q tile
-    own_fences: bool = False
 
     @property
     def block_m(self) -> int:
@@ -371,7 +367,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
-        RCP_NORMALISE=cfg.rcp_normalise, OWN_FENCES=cfg.own_fences, num_warps=4,
+        RCP_NORMALISE=cfg.rcp_normalise, num_warps=4,
         num_stages=1)
     return out, lse
 
@@ -448,11 +444,6 @@ class BwdConfig:
     # of 4 ABBA rounds, gradients bit-identical): fill 0.5 0.979-0.986 in all four, fill 0.9 0.974-
     # 1.006 (mean 0.995), fill 0.1 within its host-bound noise. `bwd_config` takes it for broadcast_q
     pma_dk_early: bool = False
-    # the dK/dV pass and the split-role pass compiled without Triton's fence-insertion pass
-    # (`tlx_launch.fence_insertion_skipped`), which fences every wgmma group of their inner loops
-    # (each reads a tile that some role stores to, or an alias of one); their own fences after each
-    # shared store that a wgmma or TMA store reads stay
-    own_fences: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -566,8 +557,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, OWN_FENCES=cfg.own_fences,
-        num_warps=4, num_stages=1)
+        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, num_warps=4, num_stages=1)
     if fused_dq:
         return dq_acc.to(query.dtype), dk, dv
 
@@ -666,6 +656,6 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
         NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v, NUM_BUF_PS=cfg.pma_buf_ps,
         SCORE_REGS=cfg.pma_score_regs, GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
         DK_STAGE=cfg.pma_dk_stage, SPLIT_PS=cfg.pma_split_ps, DK_EARLY=cfg.pma_dk_early,
-        OWN_FENCES=cfg.own_fences, num_warps=4, num_stages=1)
+        num_warps=4, num_stages=1)
     _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, PMA_Q_BLOCK, hq)
     return dq, dk, dv

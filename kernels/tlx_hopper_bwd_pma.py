@@ -133,7 +133,6 @@ def jfa_bwd_pma_kernel(
     NUM_BUF_PS: tl.constexpr,
     SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr, FOLD_DELTA: tl.constexpr,
     DK_STAGE: tl.constexpr, SPLIT_PS: tl.constexpr, DK_EARLY: tl.constexpr,
-    OWN_FENCES: tl.constexpr,          # compiled without Triton's fence pass (`tlx_launch`)
 ):
     BLOCK: tl.constexpr = 64           # keys per tile = query rows per step
     NSTEPS: tl.constexpr = 2

@@ -17,21 +17,12 @@ Triton's own path every time. Like Triton's own C fast path, it assumes that the
 instrumentation knobs (which Triton adds to its key) do not change after the first launch.
 `VERIFY = True` (the GPU tests) checks every direct launch's kernel against the one Triton itself
 would pick.
-
-A kernel launched with the constexpr `OWN_FENCES=True` is compiled without Triton's fence-insertion
-pass (`fence_insertion_skipped`). That pass puts a `fence.proxy.async` before every wgmma and TMA
-store whose shared-memory operand has a generic-proxy store anywhere in the kernel (any alias,
-any warp role), even where the kernel's own fence after that store already ordered it: a
-`MEMBAR.ALL.CTA; FENCE.VIEW.ASYNC.S` per wgmma group in the backward passes' inner loops. Such a
-kernel must fence every generic shared store that a wgmma or TMA store later reads itself
-(`tests/kernels/test_tlx_fences.py` checks the compiled kernels).
 """
 
 from __future__ import annotations
 
-import contextlib
 import operator
-from typing import Any, Iterator
+from typing import Any
 
 from triton import knobs
 from triton.backends.compiler import BaseBackend
@@ -106,44 +97,21 @@ def launch_key(fn: JITFunction, device: int, args: tuple, kwargs: dict) -> tuple
     return (site_key, device, options(kwargs), const_values(values), spec), values
 
 
-@contextlib.contextmanager
-def fence_insertion_skipped(skip: bool = True) -> Iterator[None]:
-    """Kernels compiled inside leave out Triton's fence-insertion pass (when skip): for kernels
-    whose constexpr OWN_FENCES is set, whose compiled-kernel cache key therefore differs from the
-    same kernel's with the pass."""
-    if not skip:
-        yield
-        return
-    from triton._C.libtriton import nvidia
-
-    passes = nvidia.passes.ttnvgpuir
-    original = passes.add_fence_insertion
-    passes.add_fence_insertion = lambda pm, capability: None
-    try:
-        yield
-    finally:
-        passes.add_fence_insertion = original
-
-
 def launch(fn: JITFunction, grid: tuple[int, ...], *args, **kwargs) -> None:
     """`fn[grid](*args, **kwargs)`, through the compiled kernel's launcher once it is known."""
-    own_fences = kwargs.get("OWN_FENCES", False)  # every path that may compile honours it
     if (not DIRECT or native_specialize_impl is None or not isinstance(fn, JITFunction)
             or knobs.runtime.launch_enter_hook or knobs.runtime.launch_exit_hook):
-        with fence_insertion_skipped(own_fences):
-            fn[grid](*args, **kwargs)
+        fn[grid](*args, **kwargs)
         return
     device = driver.active.get_current_device()
     key, values = launch_key(fn, device, args, kwargs)
     kernel = _KERNELS.get(key)
     if kernel is None:
-        with fence_insertion_skipped(own_fences):
-            kernel = fn[grid](*args, **kwargs)
+        kernel = fn[grid](*args, **kwargs)
         _KERNELS[key] = kernel.result() if hasattr(kernel, "result") else kernel
         return
     if VERIFY:
-        with fence_insertion_skipped(own_fences):
-            picked = fn.run(*args, grid=grid, warmup=True, **kwargs)
+        picked = fn.run(*args, grid=grid, warmup=True, **kwargs)
         picked = picked.result() if hasattr(picked, "result") else picked
         if picked is not kernel:
             raise AssertionError(f"tlx_launch: {fn.__name__}: the cached kernel is not the one Triton "

@@ -438,8 +438,6 @@ BWD_SWITCHES = {
                             lambda: pma_roles_cases()),
     # dK's wgmmas issued after dV's epilogue, once P^T went back (bwd_config: before it)
     "bwd-pma-dk-late": ({"pma_dk_early": False}, lambda: pma_roles_cases()),
-    # the dK/dV and split-role passes compiled without Triton's fence pass (their own fences only)
-    "bwd-own-fences": ({"own_fences": True}, lambda: bwd_cases() + pma_roles_cases()),
 }
 
 
@@ -610,8 +608,8 @@ def flip_cases() -> list[Case]:
 
 # FwdConfig fields whose two values compute the same O and LSE bit for bit: each only moves work
 # or synchronisation (the P cast after the next QK^T's issue; the K/V slots' release by every
-# thread instead of after a warpgroup sync; the kernel compiled without Triton's fence pass)
-FWD_IDENTITY_SWITCHES = ("late_p_cast", "warp_arrive", "own_fences")
+# thread instead of after a warpgroup sync)
+FWD_IDENTITY_SWITCHES = ("late_p_cast", "warp_arrive")
 
 
 @pytest.mark.gpu
@@ -731,24 +729,20 @@ def test_backward_deterministic(case):
 @pytest.mark.parametrize("case", pma_roles_cases(), ids=lambda c: c.name)
 def test_pma_epilogues_change_no_gradient(case):
     """The split-role pass's hand-overs and dK epilogues: dK staged over the P^T tiles with dV, in a
-    tile of its own (TMA stores of whole tiles), with P^T handed over apart from dS^T, with dK
-    issued before dV's epilogue, and compiled without Triton's fence pass: the same bits in dQ, dK
-    and dV (poisoned outputs: a row no store wrote stays NaN)."""
+    tile of its own (TMA stores of whole tiles), with P^T handed over apart from dS^T, and with dK
+    issued before dV's epilogue: the same bits in dQ, dK and dV (poisoned outputs: a row no store
+    wrote stays NaN)."""
     from kernels import tlx_hopper
 
     q, k, v, q_off, k_off, *_ = make_inputs(case, 3)
     params = _params(case, 1.0 / math.sqrt(case.d))
     base = dataclasses.replace(tlx_hopper_config(case), pma_buf_v=2)
-    variants = {"dk over P^T": dict(pma_dk_stage=False, pma_split_ps=False, pma_dk_early=False,
-                                    own_fences=False),
-                "dk staged": dict(pma_dk_stage=True, pma_split_ps=False, pma_dk_early=False,
-                                  own_fences=False),
+    variants = {"dk over P^T": dict(pma_dk_stage=False, pma_split_ps=False, pma_dk_early=False),
+                "dk staged": dict(pma_dk_stage=True, pma_split_ps=False, pma_dk_early=False),
                 "dk staged, P^T apart": dict(pma_dk_stage=True, pma_split_ps=True,
-                                             pma_dk_early=False, own_fences=False),
+                                             pma_dk_early=False),
                 "dk staged, P^T apart, dk early": dict(pma_dk_stage=True, pma_split_ps=True,
-                                                       pma_dk_early=True, own_fences=False),
-                "dk staged, P^T apart, dk early, own fences": dict(
-                    pma_dk_stage=True, pma_split_ps=True, pma_dk_early=True, own_fences=True)}
+                                                       pma_dk_early=True)}
     tlx_hopper.POISON_OUTPUTS = True
     tlx_hopper.GRID_OVERRIDE = case.grid
     try:
@@ -764,32 +758,6 @@ def test_pma_epilogues_change_no_gradient(case):
         for name, a, b in zip(("dq", "dk", "dv"), ref, got):
             assert not torch.isnan(b).any(), f"{name} has unwritten rows with {variant}"
             assert torch.equal(a, b), f"{name} differs with {variant}"
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", [c for c in bwd_cases() if c.d == 128 and c.grid is None][:6]
-                         + [Case("self", 20, 400, 400, 4, 4, 128, "bf16", lens="one")],
-                         ids=lambda c: c.name)
-def test_dkdv_pass_own_fences_change_no_gradient(case):
-    """The dK/dV pass compiled without Triton's fence pass: dK and dV bit for bit as with it
-    (poisoned outputs), dQ (its fp32 reduce-adds in no fixed order) within rounding."""
-    from kernels import tlx_hopper
-
-    q, k, v, q_off, k_off, *_ = make_inputs(case, 5)
-    params = _params(case, 1.0 / math.sqrt(case.d))
-    base = tlx_hopper_config(case)
-    tlx_hopper.POISON_OUTPUTS = True
-    out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params)
-    do = torch.randn_like(out)
-    dq, dk, dv = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params,
-                                     config=dataclasses.replace(base, own_fences=False))
-    dq_o, dk_o, dv_o = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params,
-                                           config=dataclasses.replace(base, own_fences=True))
-    for name, a, b in (("dk", dk, dk_o), ("dv", dv, dv_o)):
-        assert not torch.isnan(b).any(), f"{name} has unwritten rows"
-        assert torch.equal(a, b), f"{name} differs with own_fences"
-    torch.testing.assert_close(dq_o.float(), dq.float(), rtol=2**-7, atol=1e-3)
 
 
 @pytest.mark.gpu
