@@ -147,7 +147,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
                      NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs,
                      GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
                      DK_STAGE=cfg.pma_dk_stage, SPLIT_PS=cfg.pma_split_ps,
-                     DK_EARLY=cfg.pma_dk_early)
+                     DK_EARLY=cfg.pma_dk_early, DV_IN_DK_STAGE=cfg.pma_dv_in_dk_stage)
         sig.update({k: "constexpr" for k in const})
         src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const,
                                         attrs=_pointer_attrs(fn, sig))

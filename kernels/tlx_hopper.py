@@ -253,6 +253,9 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
     if cfg.pma_dk_early and not cfg.pma_split_ps:
         # without it dK's wgmmas are issued with dV's already
         raise ValueError("tlx BwdConfig: pma_dk_early needs pma_split_ps")
+    if cfg.pma_dv_in_dk_stage and not cfg.pma_split_ps:
+        # dK's staging tile (pma_dk_stage) and P^T's own barriers (pma_split_ps)
+        raise ValueError("tlx BwdConfig: pma_dv_in_dk_stage needs pma_split_ps")
     if cfg.pma_fold_delta and cfg.pma_buf_k < 3:
         # a tile's K slot stays held until the next tile's dQ wgmma read it, and a batch element's
         # O rows take a slot before its first tile: with two, that tile waits for the held slot
@@ -444,6 +447,10 @@ class BwdConfig:
     # of 4 ABBA rounds, gradients bit-identical): fill 0.5 0.979-0.986 in all four, fill 0.9 0.974-
     # 1.006 (mean 0.995), fill 0.1 within its host-bound noise. `bwd_config` takes it for broadcast_q
     pma_dk_early: bool = False
+    # with pma_split_ps, its gradient warpgroup hands P^T back as soon as dV's wgmmas finished and
+    # stages dV in dK's own tile (free once the last tile's dK store read it, a tile earlier)
+    # instead of over the P^T tiles, which went back only after dV's epilogue
+    pma_dv_in_dk_stage: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -656,6 +663,6 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
         NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v, NUM_BUF_PS=cfg.pma_buf_ps,
         SCORE_REGS=cfg.pma_score_regs, GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
         DK_STAGE=cfg.pma_dk_stage, SPLIT_PS=cfg.pma_split_ps, DK_EARLY=cfg.pma_dk_early,
-        num_warps=4, num_stages=1)
+        DV_IN_DK_STAGE=cfg.pma_dv_in_dk_stage, num_warps=4, num_stages=1)
     _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, PMA_Q_BLOCK, hq)
     return dq, dk, dv

@@ -133,6 +133,7 @@ def jfa_bwd_pma_kernel(
     NUM_BUF_PS: tl.constexpr,
     SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr, FOLD_DELTA: tl.constexpr,
     DK_STAGE: tl.constexpr, SPLIT_PS: tl.constexpr, DK_EARLY: tl.constexpr,
+    DV_IN_DK_STAGE: tl.constexpr,
 ):
     BLOCK: tl.constexpr = 64           # keys per tile = query rows per step
     NSTEPS: tl.constexpr = 2
@@ -351,13 +352,22 @@ def jfa_bwd_pma_kernel(
                                            NUM_BUF_PS, NSTEPS)
                         # the slot's P^T tiles are read (by the dV wgmmas only): stage dV over them
                         # and store the rows below klen (SPLIT_PS: then P^T goes back and dK
-                        # waits for dS^T, unless DK_EARLY issued it already)
-                        tlx.local_store(stage, dv.to(dtype))
-                        _store_rows(dv_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows, H,
-                                    h, HEAD_DIM, BLOCK)
-                        if SPLIT_PS:
+                        # waits for dS^T, unless DK_EARLY issued it already). DV_IN_DK_STAGE:
+                        # P^T goes back first and dV is staged in dK's tile, once the last tile's
+                        # dK store read it (a tile ago)
+                        dv_stage = stage
+                        if DV_IN_DK_STAGE:
                             for s in tl.static_range(NSTEPS):
                                 tlx.barrier_arrive(p_empties[s * NUM_BUF_PS + ps_slot], 1)
+                            tlx.async_descriptor_store_wait(0)
+                            dv_stage = dk_stage[0]
+                        tlx.local_store(dv_stage, dv.to(dtype))
+                        _store_rows(dv_ptr, tlx.local_load(dv_stage), kv_row0 + j * BLOCK, nrows,
+                                    H, h, HEAD_DIM, BLOCK)
+                        if SPLIT_PS:
+                            if not DV_IN_DK_STAGE:
+                                for s in tl.static_range(NSTEPS):
+                                    tlx.barrier_arrive(p_empties[s * NUM_BUF_PS + ps_slot], 1)
                             if not DK_EARLY:
                                 dk = _issue_dk(dk, ps_tiles, q_tiles, ps_fulls, ps_slot, ps_phase,
                                                NUM_BUF_PS, NSTEPS)

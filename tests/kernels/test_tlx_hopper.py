@@ -438,6 +438,8 @@ BWD_SWITCHES = {
                             lambda: pma_roles_cases()),
     # dK's wgmmas issued after dV's epilogue, once P^T went back (bwd_config: before it)
     "bwd-pma-dk-late": ({"pma_dk_early": False}, lambda: pma_roles_cases()),
+    # P^T handed back before dV's epilogue, dV staged in dK's tile (bwd_config: over the P^T tiles)
+    "bwd-pma-dv-in-dk-stage": ({"pma_dv_in_dk_stage": True}, lambda: pma_roles_cases()),
 }
 
 
@@ -729,9 +731,9 @@ def test_backward_deterministic(case):
 @pytest.mark.parametrize("case", pma_roles_cases(), ids=lambda c: c.name)
 def test_pma_epilogues_change_no_gradient(case):
     """The split-role pass's hand-overs and dK epilogues: dK staged over the P^T tiles with dV, in a
-    tile of its own (TMA stores of whole tiles), with P^T handed over apart from dS^T, and with dK
-    issued before dV's epilogue: the same bits in dQ, dK and dV (poisoned outputs: a row no store
-    wrote stays NaN)."""
+    tile of its own (TMA stores of whole tiles), with P^T handed over apart from dS^T, with dK
+    issued before dV's epilogue, and with dV staged in dK's tile (P^T back before dV's epilogue):
+    the same bits in dQ, dK and dV (poisoned outputs: a row no store wrote stays NaN)."""
     from kernels import tlx_hopper
 
     q, k, v, q_off, k_off, *_ = make_inputs(case, 3)
@@ -742,7 +744,13 @@ def test_pma_epilogues_change_no_gradient(case):
                 "dk staged, P^T apart": dict(pma_dk_stage=True, pma_split_ps=True,
                                              pma_dk_early=False),
                 "dk staged, P^T apart, dk early": dict(pma_dk_stage=True, pma_split_ps=True,
-                                                       pma_dk_early=True)}
+                                                       pma_dk_early=True),
+                "dk staged, P^T apart, dk early, dv in dk's tile": dict(
+                    pma_dk_stage=True, pma_split_ps=True, pma_dk_early=True,
+                    pma_dv_in_dk_stage=True),
+                "dk staged, P^T apart, dv in dk's tile": dict(
+                    pma_dk_stage=True, pma_split_ps=True, pma_dk_early=False,
+                    pma_dv_in_dk_stage=True)}
     tlx_hopper.POISON_OUTPUTS = True
     tlx_hopper.GRID_OVERRIDE = case.grid
     try:

@@ -186,6 +186,20 @@ def test_dk_early_needs_split_ps():
         _check_config(BwdConfig(pma_dk_stage=True, pma_dk_early=True, pma_buf_v=2), 128)
 
 
+def test_dv_in_dk_stage_needs_split_ps():
+    """pma_dv_in_dk_stage stages dV in dK's own tile (pma_dk_stage) and hands P^T back on its own
+    barriers (pma_split_ps), with or without pma_dk_early."""
+    from kernels.tlx_hopper import _check_config
+
+    for dk_early in (False, True):
+        _check_config(BwdConfig(pma_dk_stage=True, pma_split_ps=True, pma_dk_early=dk_early,
+                                pma_dv_in_dk_stage=True, pma_buf_v=2), 128)
+    with pytest.raises(ValueError, match="pma_dv_in_dk_stage needs pma_split_ps"):
+        _check_config(BwdConfig(pma_dk_stage=True, pma_dv_in_dk_stage=True, pma_buf_v=2), 128)
+    with pytest.raises(ValueError, match="pma_dv_in_dk_stage needs pma_split_ps"):
+        _check_config(BwdConfig(pma_dv_in_dk_stage=True), 128)
+
+
 def test_broadcast_default_stages_dk_apart_with_two_v_slots():
     # run 32: dK's own staging tile with 3 K + 2 V, -4.2 % forward+backward at PMA q128 fill 0.9;
     # run 33: P^T handed over apart from dS^T, -2.6 %; run 34: dK issued before dV's epilogue,
