@@ -174,7 +174,8 @@ def jfa_bwd_pma_kernel(
     ps_fulls = tlx.alloc_barriers(num_barriers=NSTEPS * NUM_BUF_PS, arrive_count=1)
     ps_empties = tlx.alloc_barriers(num_barriers=NSTEPS * NUM_BUF_PS, arrive_count=2)
     # SPLIT_PS: the P^T tiles handed over on barriers of their own (stored before dP^T's wait, free
-    # after dV's epilogue); ps_fulls / ps_empties then guard the dS^T tiles only
+    # after dV's epilogue, or DV_IN_DK_STAGE after dV's wgmmas); ps_fulls / ps_empties then guard
+    # the dS^T tiles only
     p_fulls = tlx.alloc_barriers(num_barriers=NSTEPS * NUM_BUF_PS, arrive_count=1)
     p_empties = tlx.alloc_barriers(num_barriers=NSTEPS * NUM_BUF_PS, arrive_count=1)
     n_tiles = tl.load(n_entries) * H

@@ -418,28 +418,30 @@ BWD_SWITCHES = {
     # its other ring split (two K and two V slots, two P^T/dS^T slots: the same shared memory;
     # with two K slots only with the preprocess kernel's delta)
     "bwd-pma-kv2": ({"pma_buf_k": 2, "pma_buf_v": 2, "pma_buf_ps": 2, "pma_fold_delta": False,
-                     "pma_dk_stage": False, "pma_split_ps": False, "pma_dk_early": False},
+                     "pma_dk_stage": False, "pma_split_ps": False, "pma_dk_early": False,
+                     "pma_dv_in_dk_stage": False},
                     lambda: pma_roles_cases()),
     # the split-role pass with the preprocess kernel's delta (bwd_config: it sums delta itself from O
     # rows sent through its K and V rings)
     "bwd-pma-preprocess": ({"pma_fold_delta": False}, lambda: pma_roles_cases()),
     # other K and V ring depths, with and without the O rows' turn of the rings
     "bwd-pma-k4-v2": ({"pma_buf_k": 4, "pma_buf_v": 2, "pma_dk_stage": False, "pma_split_ps": False,
-                       "pma_dk_early": False},
+                       "pma_dk_early": False, "pma_dv_in_dk_stage": False},
                       lambda: pma_roles_cases()),
     "bwd-pma-k4-v1-preprocess": ({"pma_buf_k": 4, "pma_buf_v": 1, "pma_fold_delta": False},
                                  lambda: pma_roles_cases()),
     # dK staged over the P^T tiles with dV (bwd_config: in a tile of its own), three V slots
     "bwd-pma-no-dk-stage": ({"pma_dk_stage": False, "pma_split_ps": False, "pma_dk_early": False,
-                             "pma_buf_v": 3},
+                             "pma_dv_in_dk_stage": False, "pma_buf_v": 3},
                             lambda: pma_roles_cases()),
     # P^T handed over with dS^T on one barrier per slot (bwd_config: P^T on barriers of its own)
-    "bwd-pma-no-split-ps": ({"pma_split_ps": False, "pma_dk_early": False},
+    "bwd-pma-no-split-ps": ({"pma_split_ps": False, "pma_dk_early": False, "pma_dv_in_dk_stage": False},
                             lambda: pma_roles_cases()),
     # dK's wgmmas issued after dV's epilogue, once P^T went back (bwd_config: before it)
     "bwd-pma-dk-late": ({"pma_dk_early": False}, lambda: pma_roles_cases()),
-    # P^T handed back before dV's epilogue, dV staged in dK's tile (bwd_config: over the P^T tiles)
-    "bwd-pma-dv-in-dk-stage": ({"pma_dv_in_dk_stage": True}, lambda: pma_roles_cases()),
+    # dV staged over the P^T tiles, which go back after its epilogue (bwd_config: P^T back before
+    # dV's epilogue, dV staged in dK's tile)
+    "bwd-pma-dv-over-pt": ({"pma_dv_in_dk_stage": False}, lambda: pma_roles_cases()),
 }
 
 
@@ -739,12 +741,14 @@ def test_pma_epilogues_change_no_gradient(case):
     q, k, v, q_off, k_off, *_ = make_inputs(case, 3)
     params = _params(case, 1.0 / math.sqrt(case.d))
     base = dataclasses.replace(tlx_hopper_config(case), pma_buf_v=2)
-    variants = {"dk over P^T": dict(pma_dk_stage=False, pma_split_ps=False, pma_dk_early=False),
-                "dk staged": dict(pma_dk_stage=True, pma_split_ps=False, pma_dk_early=False),
+    variants = {"dk over P^T": dict(pma_dk_stage=False, pma_split_ps=False, pma_dk_early=False,
+                                    pma_dv_in_dk_stage=False),
+                "dk staged": dict(pma_dk_stage=True, pma_split_ps=False, pma_dk_early=False,
+                                  pma_dv_in_dk_stage=False),
                 "dk staged, P^T apart": dict(pma_dk_stage=True, pma_split_ps=True,
-                                             pma_dk_early=False),
+                                             pma_dk_early=False, pma_dv_in_dk_stage=False),
                 "dk staged, P^T apart, dk early": dict(pma_dk_stage=True, pma_split_ps=True,
-                                                       pma_dk_early=True),
+                                                       pma_dk_early=True, pma_dv_in_dk_stage=False),
                 "dk staged, P^T apart, dk early, dv in dk's tile": dict(
                     pma_dk_stage=True, pma_split_ps=True, pma_dk_early=True,
                     pma_dv_in_dk_stage=True),

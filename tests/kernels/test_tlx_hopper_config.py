@@ -203,11 +203,11 @@ def test_dv_in_dk_stage_needs_split_ps():
 def test_broadcast_default_stages_dk_apart_with_two_v_slots():
     # run 32: dK's own staging tile with 3 K + 2 V, -4.2 % forward+backward at PMA q128 fill 0.9;
     # run 33: P^T handed over apart from dS^T, -2.6 %; run 34: dK issued before dV's epilogue,
-    # -1.8 % at fill 0.5
+    # -1.8 % at fill 0.5; run 35: P^T back before dV's epilogue, dV staged in dK's tile, -1.6 %
     from kernels.tlx_hopper import _check_config, bwd_config
 
     cfg = bwd_config(128, True, 128, 4, 132)
-    assert cfg.pma_dk_stage and cfg.pma_split_ps and cfg.pma_dk_early
+    assert cfg.pma_dk_stage and cfg.pma_split_ps and cfg.pma_dk_early and cfg.pma_dv_in_dk_stage
     assert (cfg.pma_buf_k, cfg.pma_buf_v, cfg.pma_buf_ps) == (3, 2, 1)
     _check_config(cfg, 128)
     assert not bwd_config(128, False, 0, 4, 132).pma_dk_stage
