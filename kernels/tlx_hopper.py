@@ -254,7 +254,8 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
         # without it dK's wgmmas are issued with dV's already
         raise ValueError("tlx BwdConfig: pma_dk_early needs pma_split_ps")
     if cfg.pma_dv_in_dk_stage and not cfg.pma_split_ps:
-        # dK's staging tile (pma_dk_stage) and P^T's own barriers (pma_split_ps)
+        # P^T goes back before dV's epilogue on its own barriers (pma_split_ps), dV staged in dK's
+        # tile (pma_dk_stage, which pma_split_ps needs)
         raise ValueError("tlx BwdConfig: pma_dv_in_dk_stage needs pma_split_ps")
     if cfg.pma_fold_delta and cfg.pma_buf_k < 3:
         # a tile's K slot stays held until the next tile's dQ wgmma read it, and a batch element's

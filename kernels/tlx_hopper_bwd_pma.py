@@ -378,7 +378,8 @@ def jfa_bwd_pma_kernel(
                             # (SPLIT_PS: dS^T only, P^T went back after dV's epilogue)
                             for s in tl.static_range(NSTEPS):
                                 tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + ps_slot], 1)
-                            tlx.async_descriptor_store_wait(0)  # the last tile's dK store read it
+                            # the last tile's dK store read it (DV_IN_DK_STAGE: waited before dV)
+                            tlx.async_descriptor_store_wait(0)
                             tlx.local_store(dk_stage[0], (dk * sm_scale).to(dtype))
                             if nrows >= BLOCK:  # every row in the sequence
                                 tlx.fence("async_shared")

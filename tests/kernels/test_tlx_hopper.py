@@ -435,7 +435,8 @@ BWD_SWITCHES = {
                              "pma_dv_in_dk_stage": False, "pma_buf_v": 3},
                             lambda: pma_roles_cases()),
     # P^T handed over with dS^T on one barrier per slot (bwd_config: P^T on barriers of its own)
-    "bwd-pma-no-split-ps": ({"pma_split_ps": False, "pma_dk_early": False, "pma_dv_in_dk_stage": False},
+    "bwd-pma-no-split-ps": ({"pma_split_ps": False, "pma_dk_early": False,
+                             "pma_dv_in_dk_stage": False},
                             lambda: pma_roles_cases()),
     # dK's wgmmas issued after dV's epilogue, once P^T went back (bwd_config: before it)
     "bwd-pma-dk-late": ({"pma_dk_early": False}, lambda: pma_roles_cases()),
