@@ -30,7 +30,8 @@ Warp roles (a tile = 64 keys; a step = 64 query rows; 64 < q_len <= 128: two ste
   P^T tiles have barriers of their own: the score warpgroups hand P^T over before waiting for
   dP^T, and the gradient warpgroup runs dV and its epilogue (P^T back) before dK waits for dS^T;
   with DK_EARLY it waits for dS^T and issues dK's wgmmas before dV's epilogue, which then runs
-  under them.
+  under them; with DV_IN_DK_STAGE P^T goes back right after dV's wgmmas and dV is staged in dK's
+  tile instead.
 
 Unlike `jfa_bwd_dkdv_kernel`, where two consumers split the tile's keys and meet twice per
 step, no warpgroup waits for a peer in lockstep: the score warpgroups run ahead of the gradient
@@ -66,6 +67,14 @@ def _store_rows(ptr, x, row0, nrows, H, h, HEAD_DIM: tl.constexpr, BLOCK: tl.con
     r = tl.arange(0, BLOCK)
     offs = (row0 + r).to(tl.int64)[:, None] * (H * HEAD_DIM) + h * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
     tl.store(ptr + offs, x, mask=(r < nrows)[:, None])
+
+
+@triton.jit
+def _release_steps(empties, ps_slot, NUM_BUF_PS: tl.constexpr, NSTEPS: tl.constexpr):
+    """The gradient warpgroup gives ring slot ps_slot's tiles of every step back (P^T or dS^T:
+    their `empties` barriers)."""
+    for s in tl.static_range(NSTEPS):
+        tlx.barrier_arrive(empties[s * NUM_BUF_PS + ps_slot], 1)
 
 
 @triton.jit
@@ -358,8 +367,7 @@ def jfa_bwd_pma_kernel(
                         # dK store read it (a tile ago)
                         dv_stage = stage
                         if DV_IN_DK_STAGE:
-                            for s in tl.static_range(NSTEPS):
-                                tlx.barrier_arrive(p_empties[s * NUM_BUF_PS + ps_slot], 1)
+                            _release_steps(p_empties, ps_slot, NUM_BUF_PS, NSTEPS)
                             tlx.async_descriptor_store_wait(0)
                             dv_stage = dk_stage[0]
                         tlx.local_store(dv_stage, dv.to(dtype))
@@ -367,17 +375,16 @@ def jfa_bwd_pma_kernel(
                                     H, h, HEAD_DIM, BLOCK)
                         if SPLIT_PS:
                             if not DV_IN_DK_STAGE:
-                                for s in tl.static_range(NSTEPS):
-                                    tlx.barrier_arrive(p_empties[s * NUM_BUF_PS + ps_slot], 1)
+                                _release_steps(p_empties, ps_slot, NUM_BUF_PS, NSTEPS)
                             if not DK_EARLY:
                                 dk = _issue_dk(dk, ps_tiles, q_tiles, ps_fulls, ps_slot, ps_phase,
                                                NUM_BUF_PS, NSTEPS)
                         dk = tlx.async_dot_wait(0, dk)
                         if DK_STAGE:
                             # P^T (dV's staging, read back) and dS^T (dK's wgmmas) are done with
-                            # (SPLIT_PS: dS^T only, P^T went back after dV's epilogue)
-                            for s in tl.static_range(NSTEPS):
-                                tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + ps_slot], 1)
+                            # (SPLIT_PS: dS^T only, P^T went back with dV's epilogue, or
+                            # DV_IN_DK_STAGE before it)
+                            _release_steps(ps_empties, ps_slot, NUM_BUF_PS, NSTEPS)
                             # the last tile's dK store read it (DV_IN_DK_STAGE: waited before dV)
                             tlx.async_descriptor_store_wait(0)
                             tlx.local_store(dk_stage[0], (dk * sm_scale).to(dtype))
@@ -392,8 +399,7 @@ def jfa_bwd_pma_kernel(
                             tlx.local_store(stage, (dk * sm_scale).to(dtype))
                             _store_rows(dk_ptr, tlx.local_load(stage), kv_row0 + j * BLOCK, nrows,
                                         H, h, HEAD_DIM, BLOCK)
-                            for s in tl.static_range(NSTEPS):
-                                tlx.barrier_arrive(ps_empties[s * NUM_BUF_PS + ps_slot], 1)
+                            _release_steps(ps_empties, ps_slot, NUM_BUF_PS, NSTEPS)
                         cnt_ps += 1
                     # the element's last dV was waited on
                     tlx.barrier_arrive(do_empties[slot_b], 1)
