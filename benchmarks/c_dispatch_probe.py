@@ -127,7 +127,7 @@ def _positional_proxy_trial(k_off, B: int, q_len: int, calls: int) -> None:
         return
     block = max(16, 1 << (B - 1).bit_length())
     constexprs = dict(CAUSAL=False, HAS_WINDOW=False, BROADCAST_Q=True, KV_STATIONARY=False, BLOCK_M=128,
-                      BLOCK_N=64, BLOCK=block, NUM_BUCKETS=PRIORITY_BUCKETS)
+                      BLOCK_N=64, BLOCK=block, NUM_BUCKETS=PRIORITY_BUCKETS, LAUNCH_DEPENDENTS=False)
     meta = {"num_warps": 4}
     outs = [(torch.empty(B, device="cuda", dtype=torch.int32), torch.empty(1, device="cuda", dtype=torch.int32))
             for _ in range(2)]

@@ -76,7 +76,7 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len):
                  SKIP_IDLE_GROUPS=cfg.skip_idle_groups, LATE_P_CAST=cfg.late_p_cast,
                  O_TMA_ONLY=o_by_tma_only(cfg, bcast, q_len), WARP_ARRIVE=cfg.warp_arrive,
                  LAZY_RESCALE=cfg.lazy_rescale,
-                 RCP_NORMALISE=cfg.rcp_normalise)
+                 RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl)
     for k in const:
         sig[k] = "constexpr"
     src = triton.compiler.ASTSource(fn=jfa_fwd_kernel, signature=sig, constexprs=const,
@@ -147,7 +147,8 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
                      NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs,
                      GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
                      DK_STAGE=cfg.pma_dk_stage, SPLIT_PS=cfg.pma_split_ps,
-                     DK_EARLY=cfg.pma_dk_early, DV_IN_DK_STAGE=cfg.pma_dv_in_dk_stage)
+                     DK_EARLY=cfg.pma_dk_early, DV_IN_DK_STAGE=cfg.pma_dv_in_dk_stage,
+                     PDL=cfg.pdl)
         sig.update({k: "constexpr" for k in const})
         src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const,
                                         attrs=_pointer_attrs(fn, sig))
@@ -163,7 +164,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
         const = dict(HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs,
                      CAUSAL=causal, HAS_WINDOW=window, BROADCAST_Q=bcast,
                      TMA_EPILOGUE=cfg.dkdv_tma_store, FUSED_DQ=fused,
-                     EARLY_Q_RELEASE=cfg.dkdv_early_q_release)
+                     EARLY_Q_RELEASE=cfg.dkdv_early_q_release, PDL=cfg.pdl)
     else:
         fn = jfa_bwd_dq_kernel
         sig["desc_k"] = sig["desc_v"] = _tdesc(dt, cfg.dq_block_n, d)

@@ -146,6 +146,10 @@ class FwdConfig:
     # cast hides the fp32 ulp); PMA forward -0.2 to -4 %, self/dense -0.2 to +1.0 %: on for
     # broadcast Q at D=128
     rcp_normalise: bool = False
+    # programmatic dependent launch: the kernel launches at the start of the schedule build before
+    # it (its CTAs set up shared memory and barriers, then wait for the build in
+    # `tlx_schedule.wait_for_previous_kernel`) instead of after it; outputs bit-identical
+    pdl: bool = False
 
     @property
     def block_m(self) -> int:
@@ -348,7 +352,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
     window = params.window_size
     tile_entry, n_entries = cached_schedule(
         query_offset, key_offset, B, q_len, num_mb, window, bool(params.causal), broadcast,
-        cfg.block_m, cfg.block_n)
+        cfg.block_m, cfg.block_n, launch_dependents=cfg.pdl)
     n_prog = GRID_OVERRIDE or _num_sms(query.device.index or 0)
     pairs = hq * num_mb
     resident = broadcast and pairs <= n_prog
@@ -371,8 +375,8 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
-        RCP_NORMALISE=cfg.rcp_normalise, num_warps=4,
-        num_stages=1)
+        RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, num_warps=4, num_stages=1,
+        launch_pdl=cfg.pdl)
     return out, lse
 
 
@@ -455,6 +459,8 @@ class BwdConfig:
     # 0.978-0.987 in all four, fill 0.9 0.952-1.002 (mean 0.984), fill 0.1 mean 0.995.
     # `bwd_config` takes it for broadcast_q
     pma_dv_in_dk_stage: bool = False
+    # as FwdConfig.pdl, for the dK/dV pass and the split-role pass (after their schedule build)
+    pdl: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -557,7 +563,8 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     # dK, dV: KV-stationary
     num_nb = max(1, triton_cdiv(int(params.max_seq_len_kv), DKDV_BLOCK_N))
     entries, n_entries = cached_schedule(query_offset, key_offset, B, q_len, num_nb, window, causal,
-                                         broadcast, DKDV_BLOCK_N, DKDV_STEP, kv_stationary=True)
+                                         broadcast, DKDV_BLOCK_N, DKDV_STEP, kv_stationary=True,
+                                         launch_dependents=cfg.pdl)
     if cfg.dkdv_tma_store:
         desc_dk, desc_dv = _descriptor(dk, dk.shape[0], 64), _descriptor(dv, dv.shape[0], 64)
     else:
@@ -570,7 +577,8 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, num_warps=4, num_stages=1)
+        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, PDL=cfg.pdl, num_warps=4,
+        num_stages=1, launch_pdl=cfg.pdl)
     if fused_dq:
         return dq_acc.to(query.dtype), dk, dv
 
@@ -649,7 +657,7 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
             num_warps=4)
     # the forward's resident schedule for one q-block: batch elements heaviest first per head
     entries, n_entries = cached_schedule(None, key_offset, B, q_len, 1, None, False, True,
-                                         PMA_Q_BLOCK, 64)
+                                         PMA_Q_BLOCK, 64, launch_dependents=cfg.pdl)
     ctas_per_head = n_sm // hq
     n_prog = hq * ctas_per_head
     part = torch.empty((n_prog * PMA_Q_BLOCK, 1, d), device=query.device, dtype=torch.float32)
@@ -669,6 +677,7 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
         NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v, NUM_BUF_PS=cfg.pma_buf_ps,
         SCORE_REGS=cfg.pma_score_regs, GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
         DK_STAGE=cfg.pma_dk_stage, SPLIT_PS=cfg.pma_split_ps, DK_EARLY=cfg.pma_dk_early,
-        DV_IN_DK_STAGE=cfg.pma_dv_in_dk_stage, num_warps=4, num_stages=1)
+        DV_IN_DK_STAGE=cfg.pma_dv_in_dk_stage, PDL=cfg.pdl, num_warps=4, num_stages=1,
+        launch_pdl=cfg.pdl)
     _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, PMA_Q_BLOCK, hq)
     return dq, dk, dv

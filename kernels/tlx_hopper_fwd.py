@@ -35,7 +35,7 @@ import triton.language as tl
 import triton.language.extra.tlx as tlx
 
 from kernels.tlx_schedule import (kv_block_range, kv_unmasked_range, n_iterations, seq_bounds,
-                                  tile_at)
+                                  tile_at, wait_for_previous_kernel)
 
 BLOCK_M_SPLIT = tl.constexpr(64)  # query rows per consumer warpgroup (one wgmma M)
 PINGPONG_BAR = tl.constexpr(9)  # named barriers PINGPONG_BAR + c, c < NUM_GROUPS
@@ -213,7 +213,7 @@ def jfa_fwd_kernel(
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
-    LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr,
+    LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -253,6 +253,7 @@ def jfa_fwd_kernel(
         o_tiles = tlx.local_alloc((BM_SPLIT, HEAD_DIM), dtype, NUM_GROUPS)
     else:
         o_tiles = q_tiles  # not used
+    wait_for_previous_kernel(PDL)
     n_tiles = tl.load(n_entries) * H  # generic schedule: (entry, head) tiles
     n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
 

@@ -49,12 +49,24 @@ import torch
 import triton
 import triton.language as tl
 from torch.utils.weak import WeakIdKeyDictionary
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from kernels.common import offsets_versioned, tracked_version
 from kernels.tlx_launch import launch
 
 MAX_SCHEDULE_BLOCK = 16384  # entries ordered by one Triton program; torch ops beyond
 PRIORITY_BUCKETS = 32  # work classes of the heaviest-first order (exact below 32 blocks)
+
+
+@triton.jit
+def wait_for_previous_kernel(PDL: tl.constexpr):
+    """PDL (programmatic dependent launch, `FwdConfig.pdl` / `BwdConfig.pdl`): the kernel's CTAs
+    started while the previous kernel in the stream (the schedule build, which lets them launch at
+    its start) still ran; wait here for it to finish and its writes to show. Before this a PDL
+    kernel touches no global memory: the schedule is not written yet, and the caching allocator
+    hands out memory on stream order, which an early start does not keep."""
+    if PDL:
+        gdc_wait()
 
 
 @triton.jit
@@ -184,9 +196,14 @@ def n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT: tl.constexpr):
 def _jfa_schedule_kernel(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, window,
                          CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
                          KV_STATIONARY: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                         BLOCK: tl.constexpr, NUM_BUCKETS: tl.constexpr):
+                         BLOCK: tl.constexpr, NUM_BUCKETS: tl.constexpr,
+                         LAUNCH_DEPENDENTS: tl.constexpr):
     """Ordered entries. Q-stationary (forward, dq): entry = (b, q-block), work = KV blocks.
-    KV-stationary (dk/dv): entry = (b, kv-block of BLOCK_M rows), work = q steps of BLOCK_N rows."""
+    KV-stationary (dk/dv): entry = (b, kv-block of BLOCK_M rows), work = q steps of BLOCK_N rows.
+    LAUNCH_DEPENDENTS: the next kernel, launched with PDL, may start its CTAs now (they wait in
+    `wait_for_previous_kernel` for this one to finish)."""
+    if LAUNCH_DEPENDENTS:
+        gdc_launch_dependents()
     e = tl.arange(0, BLOCK)
     in_range = e < B * NUM_MB
     b = tl.where(in_range, e // NUM_MB, 0)
@@ -269,12 +286,14 @@ def _schedule_torch(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
 
 
 def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n,
-                   kv_stationary=False, use_torch=False):
+                   kv_stationary=False, use_torch=False, launch_dependents=False):
     """Sorted tile entries (int64 [B*num_mb], each `b << 32 | block`) and their count (int32 [1]),
     on the device.
 
     Q-stationary (forward, dq): block = q-block; block_m/block_n = query/key block rows.
     KV-stationary (dk/dv): block = kv-block; block_m = kv block, block_n = q step rows.
+    launch_dependents: the kernel that reads the schedule is launched with PDL (it may start at
+    the build's start).
     """
     n = B * num_mb
     if use_torch or n > MAX_SCHEDULE_BLOCK:
@@ -287,7 +306,8 @@ def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, 
         q_off if q_off is not None else k_off, k_off, tile_entry, n_entries, B, q_len, num_mb,
         0 if window is None else window, CAUSAL=causal, HAS_WINDOW=window is not None,
         BROADCAST_Q=broadcast_q, KV_STATIONARY=kv_stationary, BLOCK_M=block_m, BLOCK_N=block_n,
-        BLOCK=block, NUM_BUCKETS=PRIORITY_BUCKETS, num_warps=4 if block <= 4096 else 8)
+        BLOCK=block, NUM_BUCKETS=PRIORITY_BUCKETS, LAUNCH_DEPENDENTS=launch_dependents,
+        num_warps=4 if block <= 4096 else 8)
     return tile_entry, n_entries
 
 
@@ -296,7 +316,7 @@ _SCHEDULES: WeakIdKeyDictionary = WeakIdKeyDictionary()
 
 
 def cached_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n,
-                    kv_stationary=False):
+                    kv_stationary=False, launch_dependents=False):
     """`build_schedule`'s result, built once per (offsets, configuration) instead of once per call.
 
     A model's attention layers share one offsets tensor, and a layer's backward needs the schedules
@@ -307,12 +327,14 @@ def cached_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
     outside the front door's eager calls (`kernels.common.offsets_versioned`: compiled graphs
     write reused buffers without a version bump), for inference tensors (no version counter), and
     while a CUDA graph is being captured (the build must be part of every replay).
+    launch_dependents: `build_schedule`'s, for a build (not part of the key: it only changes when
+    the next kernel may start).
     """
     config = (B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n, kv_stationary)
     versions = (tracked_version(k_off), 0 if q_off is None else tracked_version(q_off))
     if (not offsets_versioned() or None in versions
             or (k_off.is_cuda and torch.cuda.is_current_stream_capturing())):
-        return build_schedule(q_off, k_off, *config)
+        return build_schedule(q_off, k_off, *config, launch_dependents=launch_dependents)
     per_offsets = _SCHEDULES.get(k_off)
     if per_offsets is None:
         per_offsets = _SCHEDULES[k_off] = {}
@@ -322,7 +344,7 @@ def cached_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
         q_ref, seen_versions, schedule = hit
         if (q_ref is None or q_ref() is q_off) and seen_versions == versions:
             return schedule
-    schedule = build_schedule(q_off, k_off, *config)
+    schedule = build_schedule(q_off, k_off, *config, launch_dependents=launch_dependents)
     for stale in [k for k, (ref, _, _) in per_offsets.items() if ref is not None and ref() is None]:
         del per_offsets[stale]  # query offsets that died (e.g. a per-call arange) while k_off lives
     per_offsets[key] = (None if q_off is None else weakref.ref(q_off), versions, schedule)

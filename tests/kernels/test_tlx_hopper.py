@@ -443,6 +443,11 @@ BWD_SWITCHES = {
     # dV staged over the P^T tiles, which go back after its epilogue (bwd_config: P^T back before
     # dV's epilogue, dV staged in dK's tile)
     "bwd-pma-dv-over-pt": ({"pma_dv_in_dk_stage": False}, lambda: pma_roles_cases()),
+    # the dK/dV and split-role passes launched with PDL (waiting in the kernel for their schedule
+    # build): the backward cases but self attention's with random lengths (D = 64 and 128,
+    # cross and broadcast with masks, empty and length-1 sequences, grids of 3)
+    "bwd-pdl": ({"pdl": True}, lambda: pma_roles_cases()[:4] + [
+        c for c in bwd_cases() if c.mode != "self" or c.lens != "random"]),
 }
 
 
@@ -613,8 +618,8 @@ def flip_cases() -> list[Case]:
 
 # FwdConfig fields whose two values compute the same O and LSE bit for bit: each only moves work
 # or synchronisation (the P cast after the next QK^T's issue; the K/V slots' release by every
-# thread instead of after a warpgroup sync)
-FWD_IDENTITY_SWITCHES = ("late_p_cast", "warp_arrive")
+# thread instead of after a warpgroup sync; the launch at the schedule build's start)
+FWD_IDENTITY_SWITCHES = ("late_p_cast", "warp_arrive", "pdl")
 
 
 @pytest.mark.gpu
