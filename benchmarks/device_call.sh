@@ -11,6 +11,8 @@
 #   ab_gate FIELD LIMITS FILE...   "yes" when, for every "ROW<=LIMIT" of the comma-separated LIMITS,
 #             the mean of FIELD over ROW's records in the FILEs is at most LIMIT, else "no" (gates an
 #             in-call default flip on an A/B)
+#   flip_default DIR   an in-call default flip: DIR mirrors the repo (DIR/kernels/..., DIR/tests/...),
+#             its files replace the working tree's, the kernels' md5 sums go to $OUT/md5_flipped.txt
 # and records the kernels' md5 sums (which code the call ran) in $OUT/md5.txt.
 set -u
 T0=$(date +%s); DEADLINE=$(( T0 + ${CALL_S:-360} ))
@@ -50,5 +52,11 @@ rules = [r.split("<=") for r in limits.split(",")]
 ok = all(name in seen and statistics.mean(seen[name]) <= float(lim) for name, lim in rules)
 print("yes" if ok else "no")
 PY
+}
+flip_default() {
+  local f
+  for f in $(cd "$1" && find . -type f); do cp "$1/$f" "$f"; done
+  md5sum kernels/*.py > "$OUT/md5_flipped.txt"
+  log "flipped from $1: $(cd "$1" && find . -type f | tr '\n' ' ')"
 }
 md5sum kernels/*.py > "$OUT/md5.txt"
