@@ -148,7 +148,10 @@ class FwdConfig:
     rcp_normalise: bool = False
     # programmatic dependent launch: the kernel launches at the start of the schedule build before
     # it (its CTAs set up shared memory and barriers, then wait for the build in
-    # `tlx_schedule.wait_for_previous_kernel`) instead of after it; outputs bit-identical
+    # `tlx_schedule.wait_for_previous_kernel`) instead of after it; outputs bit-identical. Run 36
+    # (H200, forward, two processes of 4 ABBA rounds): PMA q192 fill 0.1 0.932 / 0.918, q128 fill
+    # 0.1 0.984 / 0.997, the PMA fill 0.5 / 0.9 rows 0.97-1.014 (means 0.989-1.005); self 1.046 /
+    # 1.014 and dense 1.018 (one process), so `fwd_config` takes it for broadcast Q at D=128 only
     pdl: bool = False
 
     @property
@@ -183,7 +186,8 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 
     if broadcast_q and 128 < q_len <= 192:
         return FwdConfig(num_groups=3, block_n=64, num_buf_q=1, num_buf_kv=3, consumer_regs=160,
                          tile_window=tile_window, tma_store_o=o_by_tma, warp_arrive=head_dim > 64,
-                         lazy_rescale=head_dim > 64, rcp_normalise=head_dim > 64)
+                         lazy_rescale=head_dim > 64, rcp_normalise=head_dim > 64,
+                         pdl=head_dim > 64)
     if broadcast_q and head_dim > 64:
         # PMA is memory-bound: 64-key stages keep more K/V bytes in flight than 128-key ones (run
         # 11: five beat four by 4.6 % at fill 0.9, with tl.store; the O staging tiles took the
@@ -191,7 +195,7 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 
         cfg = FwdConfig(num_groups=2, block_n=64, num_buf_q=1, num_buf_kv=4,
                         consumer_regs=232, tile_window=tile_window, late_p_cast=True,
                         tma_store_o=o_by_tma, warp_arrive=True, lazy_rescale=True,
-                        rcp_normalise=True)
+                        rcp_normalise=True, pdl=True)
         if long_kv:
             # the same tile in two 128-key stages (the P cast before the PV issue: with it after,
             # 32 words spill)
