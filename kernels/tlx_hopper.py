@@ -151,7 +151,8 @@ class FwdConfig:
     # `tlx_schedule.wait_for_previous_kernel`) instead of after it; outputs bit-identical. Run 36
     # (H200, forward, two processes of 4 ABBA rounds): PMA q192 fill 0.1 0.932 / 0.918, q128 fill
     # 0.1 0.984 / 0.997, the PMA fill 0.5 / 0.9 rows 0.97-1.014 (means 0.989-1.005); self 1.046 /
-    # 1.014 and dense 1.018 (one process), so `fwd_config` takes it for broadcast Q at D=128 only
+    # 1.014 and dense 1.018 (one process), so `fwd_config` takes it for broadcast Q at D=128 only.
+    # The backward passes after their builds gained nothing (run 36: 0.983-1.015 forward+backward)
     pdl: bool = False
 
     @property
@@ -463,8 +464,6 @@ class BwdConfig:
     # 0.978-0.987 in all four, fill 0.9 0.952-1.002 (mean 0.984), fill 0.1 mean 0.995.
     # `bwd_config` takes it for broadcast_q
     pma_dv_in_dk_stage: bool = False
-    # as FwdConfig.pdl, for the dK/dV pass and the split-role pass (after their schedule build)
-    pdl: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -567,8 +566,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     # dK, dV: KV-stationary
     num_nb = max(1, triton_cdiv(int(params.max_seq_len_kv), DKDV_BLOCK_N))
     entries, n_entries = cached_schedule(query_offset, key_offset, B, q_len, num_nb, window, causal,
-                                         broadcast, DKDV_BLOCK_N, DKDV_STEP, kv_stationary=True,
-                                         launch_dependents=cfg.pdl)
+                                         broadcast, DKDV_BLOCK_N, DKDV_STEP, kv_stationary=True)
     if cfg.dkdv_tma_store:
         desc_dk, desc_dv = _descriptor(dk, dk.shape[0], 64), _descriptor(dv, dv.shape[0], 64)
     else:
@@ -581,8 +579,7 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         cfg.tile_window or num_nb,
         HEAD_DIM=d, NUM_BUF_Q=cfg.dkdv_buf_q, CONSUMER_REGS=cfg.dkdv_regs, CAUSAL=causal,
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, TMA_EPILOGUE=cfg.dkdv_tma_store,
-        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, PDL=cfg.pdl, num_warps=4,
-        num_stages=1, launch_pdl=cfg.pdl)
+        FUSED_DQ=fused_dq, EARLY_Q_RELEASE=cfg.dkdv_early_q_release, num_warps=4, num_stages=1)
     if fused_dq:
         return dq_acc.to(query.dtype), dk, dv
 
@@ -661,7 +658,7 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
             num_warps=4)
     # the forward's resident schedule for one q-block: batch elements heaviest first per head
     entries, n_entries = cached_schedule(None, key_offset, B, q_len, 1, None, False, True,
-                                         PMA_Q_BLOCK, 64, launch_dependents=cfg.pdl)
+                                         PMA_Q_BLOCK, 64)
     ctas_per_head = n_sm // hq
     n_prog = hq * ctas_per_head
     part = torch.empty((n_prog * PMA_Q_BLOCK, 1, d), device=query.device, dtype=torch.float32)
@@ -681,7 +678,6 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
         NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v, NUM_BUF_PS=cfg.pma_buf_ps,
         SCORE_REGS=cfg.pma_score_regs, GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
         DK_STAGE=cfg.pma_dk_stage, SPLIT_PS=cfg.pma_split_ps, DK_EARLY=cfg.pma_dk_early,
-        DV_IN_DK_STAGE=cfg.pma_dv_in_dk_stage, PDL=cfg.pdl, num_warps=4, num_stages=1,
-        launch_pdl=cfg.pdl)
+        DV_IN_DK_STAGE=cfg.pma_dv_in_dk_stage, num_warps=4, num_stages=1)
     _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, PMA_Q_BLOCK, hq)
     return dq, dk, dv

@@ -47,7 +47,7 @@ import triton.language.extra.tlx as tlx
 
 from kernels.tlx_hopper_fwd import _bufidx_phase
 from kernels.tlx_schedule import (kv_block_range, n_iterations, q_block_range, seq_bounds,
-                                  tile_at, wait_for_previous_kernel)
+                                  tile_at)
 
 LOG2E = tl.constexpr(1.4426950408889634)
 # FUSED_DQ dK/dV pass: the two consumers' rendezvous per query step (named barriers, 256 threads)
@@ -166,7 +166,6 @@ def jfa_bwd_dkdv_kernel(
     HEAD_DIM: tl.constexpr, NUM_BUF_Q: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     TMA_EPILOGUE: tl.constexpr, FUSED_DQ: tl.constexpr, EARLY_Q_RELEASE: tl.constexpr,
-    PDL: tl.constexpr,
 ):
     HALF: tl.constexpr = 64            # KV rows per consumer warpgroup
     BLOCK_N: tl.constexpr = 128        # KV rows per tile (2 consumers)
@@ -199,7 +198,6 @@ def jfa_bwd_dkdv_kernel(
         # consumer c's fp32 dQ partial [64 queries, D/2 columns] is staged over the step's Q tile
         # (c = 0) or dO tile (c = 1): the same bytes, free once both consumers' wgmmas finished
         dq_stage = tlx.local_alloc((BLOCK_MQ, DQ_COLS), tl.float32, 2 * NUM_BUF_Q, reuse=qdo_tiles)
-    wait_for_previous_kernel(PDL)
     n_tiles = tl.load(n_entries) * HKV
     n_iter = n_iterations(n_tiles, n_prog, B, 1, False)
 

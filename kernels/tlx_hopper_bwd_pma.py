@@ -49,7 +49,7 @@ import triton.language.extra.tlx as tlx
 
 from kernels.tlx_hopper_bwd import _dkdv_probs, _row_lse2, _row_stats
 from kernels.tlx_hopper_fwd import _bufidx_phase
-from kernels.tlx_schedule import n_iterations, seq_bounds, tile_at, wait_for_previous_kernel
+from kernels.tlx_schedule import n_iterations, seq_bounds, tile_at
 
 LOG2E = tl.constexpr(1.4426950408889634)
 
@@ -142,7 +142,7 @@ def jfa_bwd_pma_kernel(
     NUM_BUF_PS: tl.constexpr,
     SCORE_REGS: tl.constexpr, GRAD_REGS: tl.constexpr, FOLD_DELTA: tl.constexpr,
     DK_STAGE: tl.constexpr, SPLIT_PS: tl.constexpr, DK_EARLY: tl.constexpr,
-    DV_IN_DK_STAGE: tl.constexpr, PDL: tl.constexpr,
+    DV_IN_DK_STAGE: tl.constexpr,
 ):
     BLOCK: tl.constexpr = 64           # keys per tile = query rows per step
     NSTEPS: tl.constexpr = 2
@@ -187,7 +187,6 @@ def jfa_bwd_pma_kernel(
     # the dS^T tiles only
     p_fulls = tlx.alloc_barriers(num_barriers=NSTEPS * NUM_BUF_PS, arrive_count=1)
     p_empties = tlx.alloc_barriers(num_barriers=NSTEPS * NUM_BUF_PS, arrive_count=1)
-    wait_for_previous_kernel(PDL)
     n_tiles = tl.load(n_entries) * H
     n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_head, True)
 

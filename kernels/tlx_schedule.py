@@ -60,11 +60,11 @@ PRIORITY_BUCKETS = 32  # work classes of the heaviest-first order (exact below 3
 
 @triton.jit
 def wait_for_previous_kernel(PDL: tl.constexpr):
-    """PDL (programmatic dependent launch, `FwdConfig.pdl` / `BwdConfig.pdl`): the kernel's CTAs
-    started while the previous kernel in the stream (the schedule build, which lets them launch at
-    its start) still ran; wait here for it to finish and its writes to show. Before this a PDL
-    kernel touches no global memory: the schedule is not written yet, and the caching allocator
-    hands out memory on stream order, which an early start does not keep."""
+    """PDL (programmatic dependent launch, `FwdConfig.pdl`): the kernel's CTAs started while the
+    previous kernel in the stream (the schedule build, which lets them launch at its start) still
+    ran; wait here for it to finish and its writes to show. Before this a PDL kernel touches no
+    global memory: the schedule is not written yet, and the caching allocator hands out memory on
+    stream order, which an early start does not keep."""
     if PDL:
         gdc_wait()
 

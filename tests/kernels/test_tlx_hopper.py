@@ -443,11 +443,6 @@ BWD_SWITCHES = {
     # dV staged over the P^T tiles, which go back after its epilogue (bwd_config: P^T back before
     # dV's epilogue, dV staged in dK's tile)
     "bwd-pma-dv-over-pt": ({"pma_dv_in_dk_stage": False}, lambda: pma_roles_cases()),
-    # the dK/dV and split-role passes launched with PDL (waiting in the kernel for their schedule
-    # build): the backward cases but self attention's with random lengths (D = 64 and 128,
-    # cross and broadcast with masks, empty and length-1 sequences, grids of 3)
-    "bwd-pdl": ({"pdl": True}, lambda: pma_roles_cases()[:4] + [
-        c for c in bwd_cases() if c.mode != "self" or c.lens != "random"]),
 }
 
 

@@ -267,7 +267,6 @@ def test_programmatic_dependent_launch_for_broadcast_d128_only(head_dim, broadca
     # dense lost 1.4-4.6 %; D=64 was not measured
     cfg = fwd_config(head_dim, broadcast_q, q_len, long_kv=long_kv)
     assert cfg.pdl == (broadcast_q and head_dim == 128)
-    assert not BwdConfig().pdl
 
 
 @pytest.mark.parametrize("head_dim", [64, 128])
