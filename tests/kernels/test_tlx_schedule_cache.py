@@ -19,7 +19,7 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple]]:
     """Counted builds, inside the front door's eager-call promise (offsets change with a version bump)."""
     calls: list[tuple] = []
 
-    def counted(q_off, k_off, *config):
+    def counted(q_off, k_off, *config, launch_dependents=False):
         calls.append(config)
         return _schedule_torch(q_off, k_off, *config)
 
@@ -82,12 +82,35 @@ def test_nothing_is_cached_outside_the_front_doors_eager_calls(monkeypatch: pyte
     """Compiled graphs call the backends through the custom op, outside the promise: Inductor
     refills reused buffers from kernels without a version bump, so a cached schedule could be stale."""
     calls: list[tuple] = []
-    monkeypatch.setattr(tlx_schedule, "build_schedule", lambda q, k, *config: (calls.append(config), _schedule_torch(q, k, *config))[1])
+    monkeypatch.setattr(tlx_schedule, "build_schedule",
+                        lambda q, k, *config, **_: (calls.append(config), _schedule_torch(q, k, *config))[1])
     tlx_schedule.clear_schedule_cache()
     offsets = _offsets([7, 2])
     _schedule(offsets, offsets)
     _schedule(offsets, offsets)
     assert len(calls) == 2 and len(tlx_schedule._SCHEDULES) == 0
+
+
+def test_launch_dependents_reaches_a_build_but_not_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PDL forward asks its build to let it start early (`FwdConfig.pdl`); the schedule itself is
+    the same, so a cached one serves calls with and without the flag."""
+    flags: list[bool] = []
+
+    def counted(q_off, k_off, *config, launch_dependents=False):
+        flags.append(launch_dependents)
+        return _schedule_torch(q_off, k_off, *config)
+
+    monkeypatch.setattr(tlx_schedule, "build_schedule", counted)
+    tlx_schedule.clear_schedule_cache()
+    offsets = _offsets([5, 0, 9])
+    B = offsets.numel() - 1
+    with versioned_offsets():
+        first = cached_schedule(None, offsets, B, 128, 1, None, False, True, 128, 64,
+                                launch_dependents=True)
+        again = cached_schedule(None, offsets, B, 128, 1, None, False, True, 128, 64)
+    assert flags == [True] and again is first
+    cached_schedule(None, offsets, B, 128, 1, None, False, True, 128, 64, launch_dependents=True)
+    assert flags == [True, True]  # outside the front door: built every call, the flag passed on
 
 
 def test_entries_die_with_their_offsets(builds: list[tuple]) -> None:
