@@ -3,8 +3,9 @@
     python -m benchmarks.schedule_bench [--out results.jsonl]
 
 For every shape of `tlx_hopper_bench` (once per shape, fill 0.5 lengths), runs one forward+backward
-of `kernels.tlx_hopper`, records the schedules its launchers ask for (forward, dK/dV, dQ: the
-arguments of their `cached_schedule` calls), and times `tlx_schedule.build_schedule` on each with
+of `kernels.tlx_hopper`, records the schedules its launchers ask for (the forward's, then the
+backward's: dK/dV (kv-stationary), the split-role pass's or the dq pass's; the arguments of their
+`cached_schedule` calls), and times `tlx_schedule.build_schedule` on each with
 the single-program Triton builder and with the torch-ops one: device ms from a CUDA graph replay
 (`triton.testing.do_bench_cudagraph`: no launch overhead) and ms of back-to-back eager calls
 (`do_bench`: launch-bound when the device part is short). Outside the model's front door nothing is
@@ -23,8 +24,6 @@ from benchmarks.tlx_hopper_bench import build, shapes
 from kernels import tlx_hopper, tlx_schedule
 from kernels.common import JFAParams
 
-PASSES = ("fwd", "dkdv", "dq")  # the order in which a forward+backward builds its schedules
-
 
 def launcher_schedules(sh: dict) -> list[tuple[str, tuple, dict]]:
     """(pass, args, kwargs) of every `cached_schedule` call of one tlx forward+backward on `sh`."""
@@ -42,12 +41,15 @@ def launcher_schedules(sh: dict) -> list[tuple[str, tuple, dict]]:
     tlx_schedule.cached_schedule = record  # the launchers import it at call time
     try:
         out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params)
+        n_fwd = len(calls)
         tlx_hopper.backward(torch.randn_like(out), q, k, v, out, lse, q_off, k_off, params)
     finally:
         tlx_schedule.cached_schedule = real
-    if len(calls) != len(PASSES):
-        raise RuntimeError(f"{sh['name']}: expected {len(PASSES)} schedule builds, saw {len(calls)}")
-    return [(name, args, kwargs) for name, (args, kwargs) in zip(PASSES, calls)]
+    if n_fwd != 1 or len(calls) < 2:
+        raise RuntimeError(f"{sh['name']}: expected one forward schedule and backward ones, saw "
+                           f"{n_fwd} and {len(calls) - n_fwd}")
+    return [("fwd" if i == 0 else "dkdv" if kwargs.get("kv_stationary") else "bwd", args, kwargs)
+            for i, (args, kwargs) in enumerate(calls)]
 
 
 def main() -> None:
