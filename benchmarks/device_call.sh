@@ -12,7 +12,8 @@
 #             the mean of FIELD over ROW's records in the FILEs is at most LIMIT, else "no" (gates an
 #             in-call default flip on an A/B)
 #   flip_default DIR   an in-call default flip: DIR mirrors the repo (DIR/kernels/..., DIR/tests/...),
-#             its files replace the working tree's, the kernels' md5 sums go to $OUT/md5_flipped.txt
+#             its files replace the working tree's (status 1, logged, if one cannot be copied), the
+#             kernels' md5 sums go to $OUT/md5_flipped.txt
 # and records the kernels' md5 sums (which code the call ran) in $OUT/md5.txt.
 set -u
 T0=$(date +%s); DEADLINE=$(( T0 + ${CALL_S:-360} ))
@@ -55,7 +56,9 @@ PY
 }
 flip_default() {
   local f
-  for f in $(cd "$1" && find . -type f); do cp "$1/$f" "$f"; done
+  for f in $(cd "$1" && find . -type f); do
+    mkdir -p "$(dirname "$f")" && cp "$1/$f" "$f" || { log "flip_default: cannot copy $f"; return 1; }
+  done
   md5sum kernels/*.py > "$OUT/md5_flipped.txt"
   log "flipped from $1: $(cd "$1" && find . -type f | tr '\n' ' ')"
 }

@@ -68,3 +68,20 @@ def test_ab_gate_compares_each_rows_mean_over_files_with_its_limit(tmp_path, lim
     res, _ = run_call(tmp_path, "", body)
     assert res.returncode == 0, res.stderr
     assert f"gate={want}" in res.stdout
+
+
+def test_flip_default_copies_the_prepared_files_and_records_the_kernels(tmp_path):
+    prepared = tmp_path / "tree/devrun/flipped"
+    (prepared / "kernels").mkdir(parents=True)
+    (prepared / "tests/kernels").mkdir(parents=True)
+    (prepared / "kernels/k.py").write_text("x = 2\n")
+    (prepared / "tests/kernels/test_k.py").write_text("def test(): pass\n")
+    body = "flip_default devrun/flipped\ncat kernels/k.py tests/kernels/test_k.py"
+    res, out = run_call(tmp_path, "", body)
+    assert res.returncode == 0, res.stderr
+    assert "x = 2" in res.stdout and "def test(): pass" in res.stdout
+    assert "flipped from devrun/flipped:" in res.stdout
+    with tarfile.open(out / "r.tgz") as tar:
+        flipped = tar.extractfile("./md5_flipped.txt").read().decode()
+        before = tar.extractfile("./md5.txt").read().decode()
+    assert "kernels/k.py" in flipped and flipped.split()[0] != before.split()[0]
