@@ -11,6 +11,10 @@
 #   ab_gate FIELD LIMITS FILE...   "yes" when, for every "ROW<=LIMIT" of the comma-separated LIMITS,
 #             the mean of FIELD over ROW's records in the FILEs is at most LIMIT, else "no" (gates an
 #             in-call default flip on an A/B)
+#   ncu_by_role NAME KERNEL SHAPE [PROBE-ARGS...]   Nsight Compute (`--clock-control none`) of the
+#             first launch of the kernel matching regex KERNEL in `benchmarks.tlx_ncu_probe --shape
+#             SHAPE PROBE-ARGS`: $OUT/details_NAME.txt, the SASS samples (sass_NAME.csv.gz) and
+#             their table by warp role (byrole_NAME.md); logs the duration and DRAM throughput
 #   flip_default DIR   an in-call default flip: DIR mirrors the repo (DIR/kernels/..., DIR/tests/...),
 #             its files replace the working tree's (status 1, logged, if one cannot be copied), the
 #             kernels' md5 sums go to $OUT/md5_flipped.txt
@@ -53,6 +57,20 @@ rules = [r.split("<=") for r in limits.split(",")]
 ok = all(name in seen and statistics.mean(seen[name]) <= float(lim) for name, lim in rules)
 print("yes" if ok else "no")
 PY
+}
+ncu_by_role() {
+  local name=$1 kernel=$2 shape=$3 r
+  shift 3
+  timeout "$(( $(left) - 15 ))" ncu --clock-control none --kernel-name "regex:$kernel" --launch-count 1 \
+    --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+    --section WarpStateStats --section SourceCounters \
+    -o "$OUT/$name" python -m benchmarks.tlx_ncu_probe --shape "$shape" "$@" > "$OUT/ncu_$name.log" 2>&1
+  r=$?
+  ncu --import "$OUT/$name.ncu-rep" --page details > "$OUT/details_$name.txt" 2>&1
+  ncu --import "$OUT/$name.ncu-rep" --page source --csv --print-source sass > "$OUT/sass_$name.csv" 2>/dev/null
+  python -m benchmarks.ncu_sass_hotspots "$OUT/sass_$name.csv" --by-role > "$OUT/byrole_$name.md" 2>&1
+  gzip "$OUT/sass_$name.csv"; rm -f "$OUT/$name.ncu-rep"
+  log "ncu $name rc=$r $(grep -E 'Duration|DRAM Throughput' "$OUT/details_$name.txt" | head -2 | tr -s ' ' | tr '\n' ' ')"
 }
 flip_default() {
   local f

@@ -12,7 +12,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_call(tmp_path: Path, summary: str, body: str) -> tuple[subprocess.CompletedProcess, Path]:
+def run_call(tmp_path: Path, summary: str, body: str,
+             tools: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, Path]:
+    """tools: more stub commands (name -> sh script) on the call's PATH."""
     tree = tmp_path / "tree"
     (tree / ".gpu/tools").mkdir(parents=True)
     (tree / ".gpu/tools/unpack.sh").write_text("exit 0\n")
@@ -26,6 +28,9 @@ def run_call(tmp_path: Path, summary: str, body: str) -> tuple[subprocess.Comple
         f'#!/bin/sh\nif [ "$1 $2" = "-m pytest" ]; then echo \'{summary}\'; exit 0; fi\n'
         f'exec {sys.executable} "$@"\n')
     (bin_dir / "python").chmod(0o755)
+    for name, script in (tools or {}).items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{script}")
+        (bin_dir / name).chmod(0o755)
     out = tmp_path / "out"
     out.mkdir()
     script = f"source benchmarks/device_call.sh\n{body}\nfinish\n"
@@ -85,3 +90,31 @@ def test_flip_default_copies_the_prepared_files_and_records_the_kernels(tmp_path
         flipped = tar.extractfile("./md5_flipped.txt").read().decode()
         before = tar.extractfile("./md5.txt").read().decode()
     assert "kernels/k.py" in flipped and flipped.split()[0] != before.split()[0]
+
+
+# ncu: a profile run writes the report named after -o and records its command line; an import
+# prints a details page or the SASS samples
+NCU_STUB = """for a in "$@"; do
+  if [ "$prev" = -o ]; then echo "$*" > "$a.args"; touch "$a.ncu-rep"; exit 0; fi
+  prev=$a
+done
+case "$*" in
+  *details*) printf '    Duration   us   965.6\\n    DRAM Throughput   %%   67.6\\n' ;;
+  *source*) echo '"Address","Source"' ;;
+esac
+"""
+
+
+def test_ncu_by_role_profiles_one_launch_and_keeps_its_pages(tmp_path):
+    body = 'ncu_by_role bwd_x "jfa_bwd_pma_kernel" "PMA q128 fill0.9" --bwd-config pma_dk_early=False'
+    res, out = run_call(tmp_path, "", body, tools={"ncu": NCU_STUB})
+    assert res.returncode == 0, res.stderr
+    assert "ncu bwd_x rc=0 Duration us 965.6 DRAM Throughput % 67.6" in " ".join(res.stdout.split())
+    with tarfile.open(out / "r.tgz") as tar:
+        names = {Path(n).name for n in tar.getnames()}
+        args = tar.extractfile("./bwd_x.args").read().decode()
+    assert {"details_bwd_x.txt", "sass_bwd_x.csv.gz", "byrole_bwd_x.md", "ncu_bwd_x.log"} <= names
+    assert "bwd_x.ncu-rep" not in names  # the report itself does not come back
+    assert "--clock-control none --kernel-name regex:jfa_bwd_pma_kernel --launch-count 1" in args
+    assert args.endswith("-m benchmarks.tlx_ncu_probe --shape PMA q128 fill0.9 "
+                         "--bwd-config pma_dk_early=False\n")
