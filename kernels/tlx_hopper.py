@@ -243,6 +243,18 @@ def _check_count(cfg: FwdConfig | BwdConfig, name: str, minimum: int, meaning: s
                          f"got {value!r}")
 
 
+# the split-role pass's epilogue switches that build on another (switch -> the one it needs):
+PMA_SWITCH_NEEDS = {
+    # dK's staging over the P^T tiles would outlive P^T's early hand-back
+    "pma_split_ps": "pma_dk_stage",
+    # without it dK's wgmmas are issued with dV's already
+    "pma_dk_early": "pma_split_ps",
+    # P^T goes back before dV's epilogue on its own barriers (pma_split_ps), dV staged in dK's tile
+    # (pma_dk_stage, which pma_split_ps needs)
+    "pma_dv_in_dk_stage": "pma_split_ps",
+}
+
+
 def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
     """The launchers' checks of a configuration that the kernels would otherwise hang on, misread or
     not fit in shared memory."""
@@ -256,16 +268,9 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
         # 1; eight fill the shared memory (run 32: 2 + 2 + 2 x 2 + 1 asked for 248,360 B)
         raise ValueError(f"tlx BwdConfig: pma_dk_stage needs pma_buf_k + pma_buf_v + 2 * pma_buf_ps"
                          f" <= 7, got {cfg.pma_buf_k} + {cfg.pma_buf_v} + 2 * {cfg.pma_buf_ps}")
-    if cfg.pma_split_ps and not cfg.pma_dk_stage:
-        # dK's staging over the P^T tiles would outlive P^T's early hand-back
-        raise ValueError("tlx BwdConfig: pma_split_ps needs pma_dk_stage")
-    if cfg.pma_dk_early and not cfg.pma_split_ps:
-        # without it dK's wgmmas are issued with dV's already
-        raise ValueError("tlx BwdConfig: pma_dk_early needs pma_split_ps")
-    if cfg.pma_dv_in_dk_stage and not cfg.pma_split_ps:
-        # P^T goes back before dV's epilogue on its own barriers (pma_split_ps), dV staged in dK's
-        # tile (pma_dk_stage, which pma_split_ps needs)
-        raise ValueError("tlx BwdConfig: pma_dv_in_dk_stage needs pma_split_ps")
+    for switch, needed in PMA_SWITCH_NEEDS.items():
+        if getattr(cfg, switch) and not getattr(cfg, needed):
+            raise ValueError(f"tlx BwdConfig: {switch} needs {needed}")
     if cfg.pma_fold_delta and cfg.pma_buf_k < 3:
         # a tile's K slot stays held until the next tile's dQ wgmma read it, and a batch element's
         # O rows take a slot before its first tile: with two, that tile waits for the held slot

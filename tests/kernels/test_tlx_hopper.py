@@ -400,6 +400,17 @@ def tail_cases() -> list[Case]:
             Case("cross", 30, 100, 100, 2, 2, 128, "bf16", lens="empty_q")]
 
 
+def pma_off(*switches: str) -> dict[str, bool]:
+    """Overrides turning these split-role switches off, with every switch that builds on one of them
+    (`tlx_hopper.PMA_SWITCH_NEEDS`)."""
+    from kernels.tlx_hopper import PMA_SWITCH_NEEDS
+
+    off = set(switches)
+    while more := {s for s, needed in PMA_SWITCH_NEEDS.items() if needed in off} - off:
+        off |= more
+    return dict.fromkeys(sorted(off), False)
+
+
 # the backward's switches away from `bwd_config`'s choice, each checked on its cases (pytest and
 # the sharded script's passes)
 BWD_SWITCHES = {
@@ -418,26 +429,21 @@ BWD_SWITCHES = {
     # its other ring split (two K and two V slots, two P^T/dS^T slots: the same shared memory;
     # with two K slots only with the preprocess kernel's delta)
     "bwd-pma-kv2": ({"pma_buf_k": 2, "pma_buf_v": 2, "pma_buf_ps": 2, "pma_fold_delta": False,
-                     "pma_dk_stage": False, "pma_split_ps": False, "pma_dk_early": False,
-                     "pma_dv_in_dk_stage": False},
+                     **pma_off("pma_dk_stage")},
                     lambda: pma_roles_cases()),
     # the split-role pass with the preprocess kernel's delta (bwd_config: it sums delta itself from O
     # rows sent through its K and V rings)
     "bwd-pma-preprocess": ({"pma_fold_delta": False}, lambda: pma_roles_cases()),
     # other K and V ring depths, with and without the O rows' turn of the rings
-    "bwd-pma-k4-v2": ({"pma_buf_k": 4, "pma_buf_v": 2, "pma_dk_stage": False, "pma_split_ps": False,
-                       "pma_dk_early": False, "pma_dv_in_dk_stage": False},
+    "bwd-pma-k4-v2": ({"pma_buf_k": 4, "pma_buf_v": 2, **pma_off("pma_dk_stage")},
                       lambda: pma_roles_cases()),
     "bwd-pma-k4-v1-preprocess": ({"pma_buf_k": 4, "pma_buf_v": 1, "pma_fold_delta": False},
                                  lambda: pma_roles_cases()),
     # dK staged over the P^T tiles with dV (bwd_config: in a tile of its own), three V slots
-    "bwd-pma-no-dk-stage": ({"pma_dk_stage": False, "pma_split_ps": False, "pma_dk_early": False,
-                             "pma_dv_in_dk_stage": False, "pma_buf_v": 3},
+    "bwd-pma-no-dk-stage": ({**pma_off("pma_dk_stage"), "pma_buf_v": 3},
                             lambda: pma_roles_cases()),
     # P^T handed over with dS^T on one barrier per slot (bwd_config: P^T on barriers of its own)
-    "bwd-pma-no-split-ps": ({"pma_split_ps": False, "pma_dk_early": False,
-                             "pma_dv_in_dk_stage": False},
-                            lambda: pma_roles_cases()),
+    "bwd-pma-no-split-ps": (pma_off("pma_split_ps"), lambda: pma_roles_cases()),
     # dK's wgmmas issued after dV's epilogue, once P^T went back (bwd_config: before it)
     "bwd-pma-dk-late": ({"pma_dk_early": False}, lambda: pma_roles_cases()),
     # dV staged over the P^T tiles, which go back after its epilogue (bwd_config: P^T back before
