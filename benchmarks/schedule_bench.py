@@ -6,7 +6,9 @@ For every shape of `tlx_hopper_bench` (once per shape, fill 0.5 lengths), runs o
 of `kernels.tlx_hopper`, records the schedules its launchers ask for (the forward's, then the
 backward's: dK/dV (kv-stationary), the split-role pass's or the dq pass's; the arguments of their
 `cached_schedule` calls), and times `tlx_schedule.build_schedule` on each with
-the single-program Triton builder and with the torch-ops one: device ms from a CUDA graph replay
+the single-program Triton builder (its counting sort ranking `schedule_fields` classes per pass:
+"triton"; one class per pass, as before session 35: "one_class") and with the torch-ops one:
+device ms from a CUDA graph replay
 (`triton.testing.do_bench_cudagraph`: no launch overhead) and ms of back-to-back eager calls
 (`do_bench`: launch-bound when the device part is short). Outside the model's front door nothing is
 cached, so `tlx_hopper_bench` pays every build on every call.
@@ -62,9 +64,9 @@ def main() -> None:
         for name, sched_args, sched_kwargs in launcher_schedules(sh):
             B, num_mb = sched_args[2], sched_args[4]
             row = dict(shape=sh["name"].rsplit(" fill", 1)[0], pass_=name, entries=B * num_mb)
-            for builder, use_torch in (("triton", False), ("torch", True)):
-                fn = lambda: tlx_schedule.build_schedule(*sched_args, **sched_kwargs,
-                                                         use_torch=use_torch)
+            for builder, how in (("triton", {}), ("one_class", dict(fields=1)),
+                                 ("torch", dict(use_torch=True))):
+                fn = lambda: tlx_schedule.build_schedule(*sched_args, **sched_kwargs, **how)
                 fn()
                 torch.cuda.synchronize()
                 row[f"{builder}_device_ms"] = triton.testing.do_bench_cudagraph(fn, rep=50)
@@ -74,11 +76,12 @@ def main() -> None:
     if args.out:
         with open(args.out, "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in rows)
-    print(f"\n{'shape':22s} {'pass':5s} {'entries':>7s} {'triton dev':>10s} {'torch dev':>10s} "
-          f"{'triton eager':>12s} {'torch eager':>11s}")
+    print(f"\n{'shape':22s} {'pass':5s} {'entries':>7s} {'triton dev':>10s} {'1-class dev':>11s} "
+          f"{'torch dev':>10s} {'triton eager':>12s} {'1-class eager':>13s} {'torch eager':>11s}")
     for r in rows:
         print(f"{r['shape']:22s} {r['pass_']:5s} {r['entries']:7d} {r['triton_device_ms']:10.4f} "
-              f"{r['torch_device_ms']:10.4f} {r['triton_eager_ms']:12.4f} {r['torch_eager_ms']:11.4f}")
+              f"{r['one_class_device_ms']:11.4f} {r['torch_device_ms']:10.4f} "
+              f"{r['triton_eager_ms']:12.4f} {r['one_class_eager_ms']:13.4f} {r['torch_eager_ms']:11.4f}")
 
 
 if __name__ == "__main__":

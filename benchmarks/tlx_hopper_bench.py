@@ -2,7 +2,7 @@
 
     python -m benchmarks.tlx_hopper_bench [--out results.json] [--bwd] [--only SUBSTR[,...]]
         [--ab FIELD=VALUE[,FIELD=VALUE...]] [--ab-bwd FIELD=VALUE[,...]] [--graph]
-        [--baseline-rounds N]
+        [--baseline-rounds N] [--ab-schedule-fields N]
 
 --ab also times, in the same process and on the same inputs, the forward with those `FwdConfig`
 fields changed from `fwd_config`'s choice (e.g. `--ab num_buf_kv=5`; `--ab tma_store_o=False` is run
@@ -18,6 +18,11 @@ default's over the same rounds, *_ratio the median of the rounds' candidate/defa
 sides pass their configuration to the launcher (from run 24 on; before, only the candidate did,
 skipping the default side's choice of it: a few us of host time, visible on the host-bound fill-0.1
 rows).
+
+--ab-schedule-fields N likewise times the tlx forward (and forward+backward with --bwd) with its
+schedules built ranking at most N classes per counting-sort pass against the default build
+(`tlx_schedule.schedule_fields` classes): tlx_fwd_absched_ms / tlx_fwdbwd_absched_ms, their
+*_base_ms and *_ratio (N = 1 is the build before session 35: a ratio above 1, the default faster).
 
 --baseline-rounds N (N >= 2) times the tlx call and each baseline (varlen forward, forward+backward,
 the tutorial) in ABBA order over N rounds instead of once each: *_ms are the medians over the
@@ -67,6 +72,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 AB_OVERRIDES: dict = {}  # --ab: FwdConfig fields of the alternative forward
 AB_BWD_OVERRIDES: dict = {}  # --ab-bwd: BwdConfig fields of the alternative backward
+AB_SCHEDULE_FIELDS: int | None = None  # --ab-schedule-fields: classes per pass of the alternative
 PEAK_FLOPS = 788e12
 PEAK_BYTES = 4.3e12
 
@@ -229,6 +235,26 @@ def graph_bench(fn):
     return bench(graph.replay)
 
 
+def with_schedule_fields(fn, most: int | None):
+    """fn with every schedule it builds ranking at most `most` classes per counting-sort pass (None:
+    the default); both sides of an A/B go through here, so both pay the same wrapper."""
+    from kernels import tlx_schedule
+
+    real = tlx_schedule.build_schedule
+
+    def capped(*args, **kwargs):
+        block = max(16, triton.next_power_of_2(args[2] * args[4]))  # B * num_mb entries
+        return real(*args, **kwargs, fields=min(most, tlx_schedule.schedule_fields(block)))
+
+    def call():
+        tlx_schedule.build_schedule = real if most is None else capped
+        try:
+            return fn()
+        finally:
+            tlx_schedule.build_schedule = real
+    return call
+
+
 def tutorial_module():
     import triton.language.extra.tlx as tlx
 
@@ -287,6 +313,13 @@ def run_shape(sh, do_bwd, tut, graphs=False):
         row["ab_fwd_identical"] = bool(torch.equal(out_alt, out) and torch.equal(lse_alt, lse))
         ab = ab_rounds(bench(fwd_base), fwd_base, fwd_alt)
         row.update(tlx_fwd_ab_ms=ab["ab"], tlx_fwd_ab_base_ms=ab["base"], tlx_fwd_ab_ratio=ab["ratio"])
+    if AB_SCHEDULE_FIELDS is not None:
+        fwd_base, fwd_alt = (with_schedule_fields(fwd, m) for m in (None, AB_SCHEDULE_FIELDS))
+        out_alt, lse_alt = fwd_alt()
+        row["absched_fwd_identical"] = bool(torch.equal(out_alt, out) and torch.equal(lse_alt, lse))
+        ab = ab_rounds(bench(fwd_base), fwd_base, fwd_alt)
+        row.update(tlx_fwd_absched_ms=ab["ab"], tlx_fwd_absched_base_ms=ab["base"],
+                   tlx_fwd_absched_ratio=ab["ratio"])
     if do_bwd:
         qg, kg, vg = (t.clone().requires_grad_() for t in (qv, k, v))
         o = varlen_attn(qg, kg, vg, cu_q, k_off, max_q, max_k, scale=scale)
@@ -323,6 +356,11 @@ def run_shape(sh, do_bwd, tut, graphs=False):
             ab = ab_rounds(bench(fb_base), fb_base, fb_alt)
             row.update(tlx_fwdbwd_abbwd_ms=ab["ab"], tlx_fwdbwd_abbwd_base_ms=ab["base"],
                        tlx_fwdbwd_abbwd_ratio=ab["ratio"])
+        if AB_SCHEDULE_FIELDS is not None:
+            fb_base, fb_alt = (with_schedule_fields(tlx_fb, m) for m in (None, AB_SCHEDULE_FIELDS))
+            ab = ab_rounds(bench(fb_base), fb_base, fb_alt)
+            row.update(tlx_fwdbwd_absched_ms=ab["ab"], tlx_fwdbwd_absched_base_ms=ab["base"],
+                       tlx_fwdbwd_absched_ratio=ab["ratio"])
         if alt is not None:
             fb_base, fb_alt = tlx_fb_with(fwd_cfg=base), tlx_fb_with(fwd_cfg=alt)
             ab = ab_rounds(bench(fb_base), fb_base, fb_alt)
@@ -378,7 +416,7 @@ def override_configs(fwd_spec: str, bwd_spec: str) -> None:
 
 
 def main():
-    global SETTLE_MS, AB_ROUNDS, BASELINE_ROUNDS
+    global SETTLE_MS, AB_ROUNDS, BASELINE_ROUNDS, AB_SCHEDULE_FIELDS
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--bwd", action="store_true")
@@ -402,7 +440,13 @@ def main():
     ap.add_argument("--bwd-config", default="", metavar="FIELD=VALUE[,...]",
                     help="every tlx backward with these BwdConfig fields changed from the launcher's "
                          "choice (the base an --ab-bwd candidate changes further)")
+    ap.add_argument("--ab-schedule-fields", type=int, metavar="N",
+                    help="also time the tlx calls with schedules built ranking at most N classes "
+                         "per counting-sort pass (1: the build before session 35)")
     args = ap.parse_args()
+    if args.ab_schedule_fields is not None and args.ab_schedule_fields < 1:
+        raise SystemExit(f"--ab-schedule-fields: must be >= 1, got {args.ab_schedule_fields}")
+    AB_SCHEDULE_FIELDS = args.ab_schedule_fields
     override_configs("", args.bwd_config)
     SETTLE_MS = args.settle_ms
     if args.ab_rounds < 1:

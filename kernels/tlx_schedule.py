@@ -20,9 +20,12 @@ signed runtime divisions, by H and by NUM_MB, ~4 % of the kernel's instructions)
 has no division by NUM_MB and its window divisions are unsigned.
 "Heaviest" is the entry's KV block count while every count is below PRIORITY_BUCKETS, else that
 count scaled into PRIORITY_BUCKETS classes (the order only balances the CTAs' work; every role
-recomputes a tile's range). A counting sort builds it: one pass per non-empty (q-block,) class,
+recomputes a tile's range). A counting sort builds it: passes over the (q-block,) classes in order,
 each a prefix sum over the entries, instead of a sorting network over all of them (a single-program
-`tl.sort` of 8,192 keys took 0.25 ms on the H200, a sixth of a jagged self-attention forward).
+`tl.sort` of 8,192 keys took 0.25 ms on the H200, a sixth of a jagged self-attention forward). A
+pass ranks `schedule_fields(n)` consecutive classes at once: an entry counts 1 in its class's bit
+field of an int64, so one prefix sum holds every class's running count (a pass's latency is
+what the build costs: PMA q192 at fill 0.5 has 17 classes).
 `tile_entry[i]` holds the i-th entry and `n_entries[0]` the number of non-empty ones (entries past
 it are not written).
 
@@ -56,6 +59,16 @@ from kernels.tlx_launch import launch
 
 MAX_SCHEDULE_BLOCK = 16384  # entries ordered by one Triton program; torch ops beyond
 PRIORITY_BUCKETS = 32  # work classes of the heaviest-first order (exact below 32 blocks)
+# entries up to which a pass ranks several classes in int64 bit fields (at 4,096 the int64
+# temporaries spilled 111 words on sm_90; beyond, one class per pass in int32)
+PACKED_MAX_BLOCK = 2048
+
+
+def schedule_fields(block: int) -> int:
+    """Classes ranked per counting-sort pass over `block` entries: as many count fields of
+    block.bit_length() bits (a count reaches `block`) as 63 bits hold (12 at 16 entries, 5 at
+    1,024-2,048), or 1 above PACKED_MAX_BLOCK."""
+    return 63 // block.bit_length() if block <= PACKED_MAX_BLOCK else 1
 
 
 @triton.jit
@@ -196,10 +209,11 @@ def n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT: tl.constexpr):
 def _jfa_schedule_kernel(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, window,
                          CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
                          KV_STATIONARY: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                         BLOCK: tl.constexpr, NUM_BUCKETS: tl.constexpr,
-                         LAUNCH_DEPENDENTS: tl.constexpr):
+                         BLOCK: tl.constexpr, NUM_BUCKETS: tl.constexpr, FIELDS: tl.constexpr,
+                         FIELD_BITS: tl.constexpr, LAUNCH_DEPENDENTS: tl.constexpr):
     """Ordered entries. Q-stationary (forward, dq): entry = (b, q-block), work = KV blocks.
     KV-stationary (dk/dv): entry = (b, kv-block of BLOCK_M rows), work = q steps of BLOCK_N rows.
+    FIELDS: classes ranked per pass (`schedule_fields`), in count fields of FIELD_BITS bits.
     LAUNCH_DEPENDENTS: the next kernel, launched with PDL, may start its CTAs now (they wait in
     `wait_for_previous_kernel` for this one to finish)."""
     if LAUNCH_DEPENDENTS:
@@ -229,16 +243,36 @@ def _jfa_schedule_kernel(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, 
     if BROADCAST_Q and not KV_STATIONARY:  # resident CTAs read B entries per q-block
         group = mb * n_buckets + group
     group = tl.where(valid, group, 0x7FFFFFFF)
-    # counting sort, stable (batch order within a group): one pass per non-empty group, in order;
-    # a group's entries follow every earlier group's
+    # counting sort, stable (batch order within a group): passes over the groups in order, a
+    # group's entries after every earlier group's
     pos = e * 0
     placed = tl.sum(pos, 0)
     g = tl.min(group, 0)
-    while g < 0x7FFFFFFF:
-        hit = (group == g).to(tl.int32)
-        pos = tl.where(hit != 0, placed + tl.cumsum(hit, 0) - 1, pos)
-        placed += tl.sum(hit, 0)
-        g = tl.min(tl.where(group > g, group, 0x7FFFFFFF), 0)
+    if FIELDS == 1:
+        while g < 0x7FFFFFFF:
+            hit = (group == g).to(tl.int32)
+            pos = tl.where(hit != 0, placed + tl.cumsum(hit, 0) - 1, pos)
+            placed += tl.sum(hit, 0)
+            g = tl.min(tl.where(group > g, group, 0x7FFFFFFF), 0)
+    else:
+        # groups g .. g+FIELDS-1 in one pass: an entry of group g+d counts 1 in bit field d
+        field_mask = (1 << FIELD_BITS) - 1
+        while g < 0x7FFFFFFF:
+            d = group - g
+            in_pass = (d >= 0) & (d < FIELDS)
+            shift = (tl.where(in_pass, d, 0) * FIELD_BITS).to(tl.int64)
+            one = tl.where(in_pass, tl.full([BLOCK], 1, tl.int64) << shift, 0)
+            counts = tl.sum(one, 0)  # field d: the size of group g+d
+            # field d of `earlier`: the entries of groups g .. g+d-1 (shifts only: no overflow)
+            earlier = counts * 0
+            in_earlier = counts * 0
+            for f in tl.static_range(FIELDS):
+                earlier |= in_earlier << (f * FIELD_BITS)
+                in_earlier += (counts >> (f * FIELD_BITS)) & field_mask
+            rank = ((tl.cumsum(one, 0) >> shift) & field_mask) + ((earlier >> shift) & field_mask)
+            pos = tl.where(in_pass, placed + rank.to(tl.int32) - 1, pos)
+            placed += in_earlier.to(tl.int32)
+            g = tl.min(tl.where(group >= g + FIELDS, group, 0x7FFFFFFF), 0)
     tl.store(tile_entry + pos, (b.to(tl.int64) << 32) | mb, mask=valid)
     tl.store(n_entries, placed)
 
@@ -286,7 +320,8 @@ def _schedule_torch(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
 
 
 def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n,
-                   kv_stationary=False, use_torch=False, launch_dependents=False):
+                   kv_stationary=False, use_torch=False, launch_dependents=False,
+                   fields: int | None = None):
     """Sorted tile entries (int64 [B*num_mb], each `b << 32 | block`) and their count (int32 [1]),
     on the device.
 
@@ -294,6 +329,8 @@ def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, 
     KV-stationary (dk/dv): block = kv-block; block_m = kv block, block_n = q step rows.
     launch_dependents: the kernel that reads the schedule is launched with PDL (it may start at
     the build's start).
+    fields: classes ranked per counting-sort pass (None: `schedule_fields`; 1 to
+    `schedule_fields`' count; benchmarks compare them).
     """
     n = B * num_mb
     if use_torch or n > MAX_SCHEDULE_BLOCK:
@@ -302,11 +339,18 @@ def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, 
     tile_entry = torch.empty(n, device=k_off.device, dtype=torch.int64)
     n_entries = torch.empty(1, device=k_off.device, dtype=torch.int32)
     block = max(16, triton.next_power_of_2(n))
+    most = schedule_fields(block)
+    if fields is None:
+        fields = most
+    elif not 1 <= fields <= most:
+        raise ValueError(f"fields: must be in 1..{most} for {n} entries (count fields of "
+                         f"{block.bit_length()} bits in 63), got {fields}")
     launch(_jfa_schedule_kernel, (1,),
         q_off if q_off is not None else k_off, k_off, tile_entry, n_entries, B, q_len, num_mb,
         0 if window is None else window, CAUSAL=causal, HAS_WINDOW=window is not None,
         BROADCAST_Q=broadcast_q, KV_STATIONARY=kv_stationary, BLOCK_M=block_m, BLOCK_N=block_n,
-        BLOCK=block, NUM_BUCKETS=PRIORITY_BUCKETS, LAUNCH_DEPENDENTS=launch_dependents,
+        BLOCK=block, NUM_BUCKETS=PRIORITY_BUCKETS, FIELDS=fields,
+        FIELD_BITS=block.bit_length(), LAUNCH_DEPENDENTS=launch_dependents,
         num_warps=4 if block <= 4096 else 8)
     return tile_entry, n_entries
 

@@ -120,7 +120,7 @@ def test_baselines_once_each_or_in_abba_rounds_with_grads_reset_for_the_baseline
     assert "varlen_fwdbwd_ms_per_tlx" not in row
 
 
-@pytest.mark.parametrize("option", ["--ab-rounds", "--baseline-rounds"])
+@pytest.mark.parametrize("option", ["--ab-rounds", "--baseline-rounds", "--ab-schedule-fields"])
 def test_rounds_below_one_rejected_naming_the_option(monkeypatch, option):
     from benchmarks import tlx_hopper_bench
 
@@ -128,6 +128,7 @@ def test_rounds_below_one_rejected_naming_the_option(monkeypatch, option):
     monkeypatch.setattr(tlx_hopper_bench, "SETTLE_MS", tlx_hopper_bench.SETTLE_MS)  # restored after
     monkeypatch.setattr(tlx_hopper_bench, "AB_ROUNDS", tlx_hopper_bench.AB_ROUNDS)
     monkeypatch.setattr(tlx_hopper_bench, "BASELINE_ROUNDS", tlx_hopper_bench.BASELINE_ROUNDS)
+    monkeypatch.setattr(tlx_hopper_bench, "AB_SCHEDULE_FIELDS", tlx_hopper_bench.AB_SCHEDULE_FIELDS)
     with pytest.raises(SystemExit, match=rf"{option}: must be >= 1, got 0"):
         tlx_hopper_bench.main()
 
@@ -139,3 +140,27 @@ def test_only_selects_the_shapes_matching_any_substring():
     assert names == ["self B768 fill0.5", "self B768 fill1.0", "dense B4 H32 N4096"]
     assert [sh["name"] for sh in selected_shapes("q128 fill0.9")] == ["PMA q128 fill0.9"]
     assert len(selected_shapes("")) == len(shapes())
+
+
+@pytest.mark.parametrize("most,want", [(None, [None, None]), (1, [1, 1]), (6, [6, 5])])
+def test_schedule_fields_ab_caps_every_build_and_restores_the_builder(monkeypatch, most, want):
+    """The A/B's sides build through `with_schedule_fields`: the candidate's builds get at most
+    `most` classes per pass (1,024 entries hold five fields), the default's none, and the module's
+    builder is back after each call, also when the call raises."""
+    from benchmarks.tlx_hopper_bench import with_schedule_fields
+    from kernels import tlx_schedule
+
+    seen = []
+    monkeypatch.setattr(tlx_schedule, "build_schedule",
+                        lambda *args, **kwargs: seen.append(kwargs.get("fields")))
+    recorder = tlx_schedule.build_schedule
+
+    def call():  # a launcher: a 200-entry build (7 fields hold it), then a 1,024-entry one
+        tlx_schedule.build_schedule(None, None, 100, 64, 2, None, False, True, 64, 64)
+        tlx_schedule.build_schedule(None, None, 1024, 64, 1, None, False, True, 64, 64)
+        raise RuntimeError("launch failed")
+
+    with pytest.raises(RuntimeError, match="launch failed"):
+        with_schedule_fields(call, most)()
+    assert seen == want
+    assert tlx_schedule.build_schedule is recorder

@@ -18,9 +18,9 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.tlx_schedule import (PRIORITY_BUCKETS, build_schedule, kv_block_range,
-                                  kv_unmasked_range, n_iterations, q_block_range, seq_bounds,
-                                  tile_at)
+from kernels.tlx_schedule import (PACKED_MAX_BLOCK, PRIORITY_BUCKETS, build_schedule,
+                                  kv_block_range, kv_unmasked_range, n_iterations, q_block_range,
+                                  schedule_fields, seq_bounds, tile_at)
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -210,9 +210,10 @@ def test_q_block_range_covers_visible_pairs(causal, window):
                     assert lo <= i < lo + nsteps * 64, (n0, klen, qlen, lo, nsteps, i, j)
 
 
+@pytest.mark.parametrize("fields", [None, 1, 2, 3, 7])  # classes per counting-sort pass
 @pytest.mark.parametrize("kv_stationary", [False, True])
 @pytest.mark.parametrize("bcast", [False, True])
-def test_schedule_kernel_matches_torch(kv_stationary, bcast):
+def test_schedule_kernel_matches_torch(kv_stationary, bcast, fields):
     g = torch.Generator().manual_seed(7)
     B = 37
     k_lens = torch.randint(0, 400, (B,), generator=g).tolist()
@@ -221,7 +222,7 @@ def test_schedule_kernel_matches_torch(kv_stationary, bcast):
     off = lambda ls: torch.tensor([0] + ls).cumsum(0).to(DEVICE, torch.int32)
     q_off = None if bcast else off(q_lens)
     args = (q_off, off(k_lens), B, 192 if bcast else 0, 4, 20, True, bcast, 128, 64)
-    a = build_schedule(*args, kv_stationary=kv_stationary)
+    a = build_schedule(*args, kv_stationary=kv_stationary, fields=fields)
     b = build_schedule(*args, kv_stationary=kv_stationary, use_torch=True)
     assert torch.equal(a[1].cpu(), b[1].cpu())
     n = int(a[1])
@@ -266,6 +267,44 @@ def test_schedule_order_heaviest_first_both_builders(bcast, max_len):
         assert int(n) == len(want)
         assert _decode(entries[:len(want)]) == [divmod(e, num_mb) for e in want], use_torch
 
+
+
+# 159 entries (7 classes per pass at most), 1,800 (5) and 2,100 (beyond PACKED_MAX_BLOCK: 1)
+@pytest.mark.parametrize("B,fields", [(53, 7), (53, 4), (600, None), (600, 1), (700, None)])
+@pytest.mark.parametrize("bcast", [False, True])
+def test_schedule_order_many_classes(B, fields, bcast):
+    """The order with PRIORITY_BUCKETS classes (times three q-blocks with broadcast_q) in passes of
+    several classes, a pass's classes partly empty, against the Python definition."""
+    g = torch.Generator().manual_seed(B)
+    k_lens = torch.randint(0, 5000, (B,), generator=g).tolist()
+    q_lens = torch.randint(0, 190, (B,), generator=g).tolist()
+    k_lens[1], q_lens[2], k_lens[3] = 0, 0, 5000
+    block_m, block_n, q_len = 64, 64, 190 if bcast else 0
+    num_mb = 3
+    off = lambda ls: torch.tensor([0] + ls).cumsum(0).to(DEVICE, torch.int32)
+    want = _expected_order(q_lens, k_lens, q_len, num_mb, False, bcast, block_m, block_n)
+    entries, n = build_schedule(None if bcast else off(q_lens), off(k_lens), B, q_len, num_mb, None,
+                                False, bcast, block_m, block_n, fields=fields)
+    assert int(n) == len(want)
+    assert _decode(entries[:len(want)]) == [divmod(e, num_mb) for e in want]
+
+
+def test_schedule_fields_per_block_size():
+    """A count field holds the block's entry count; the fields fit 63 bits; one class per pass
+    beyond PACKED_MAX_BLOCK."""
+    for block in (16, 256, 1024, PACKED_MAX_BLOCK):
+        fields = schedule_fields(block)
+        assert fields * block.bit_length() <= 63 < (fields + 1) * block.bit_length()
+    assert (schedule_fields(16), schedule_fields(256), schedule_fields(1024)) == (12, 7, 5)
+    assert schedule_fields(2 * PACKED_MAX_BLOCK) == 1
+
+
+@pytest.mark.parametrize("fields", [0, 6])
+def test_schedule_fields_out_of_range(fields):
+    """1,024 entries fit five count fields of 11 bits."""
+    k_off = torch.arange(0, 1025, device=DEVICE, dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"fields: must be in 1\.\.5 for 1024 entries.*got " + str(fields)):
+        build_schedule(None, k_off, 1024, 64, 1, None, False, True, 64, 64, fields=fields)
 
 # The probe's integer arguments. The JIT turns an integer argument equal to 1 into a compile-time
 # constant (a plain int inside the kernel), so the helpers must compile with any of them at 1.
