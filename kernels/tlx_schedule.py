@@ -59,15 +59,16 @@ from kernels.tlx_launch import launch
 
 MAX_SCHEDULE_BLOCK = 16384  # entries ordered by one Triton program; torch ops beyond
 PRIORITY_BUCKETS = 32  # work classes of the heaviest-first order (exact below 32 blocks)
-# entries up to which a pass ranks several classes in int64 bit fields (at 4,096 the int64
-# temporaries spilled 111 words on sm_90; beyond, one class per pass in int32)
-PACKED_MAX_BLOCK = 2048
+# entries up to which a pass ranks several classes in int64 bit fields (sm_90, 8 warps above
+# 2,048 entries: 195 registers at 4,096, 253 and 40 spilled bytes at 8,192; 16 warps spilled more:
+# 192 bytes at 8,192); beyond, one class per pass in int32
+PACKED_MAX_BLOCK = 8192
 
 
 def schedule_fields(block: int) -> int:
     """Classes ranked per counting-sort pass over `block` entries: as many count fields of
     block.bit_length() bits (a count reaches `block`) as 63 bits hold (12 at 16 entries, 5 at
-    1,024-2,048), or 1 above PACKED_MAX_BLOCK."""
+    1,024-2,048, 4 at 4,096-8,192), or 1 above PACKED_MAX_BLOCK."""
     return 63 // block.bit_length() if block <= PACKED_MAX_BLOCK else 1
 
 
@@ -351,7 +352,7 @@ def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, 
         BROADCAST_Q=broadcast_q, KV_STATIONARY=kv_stationary, BLOCK_M=block_m, BLOCK_N=block_n,
         BLOCK=block, NUM_BUCKETS=PRIORITY_BUCKETS, FIELDS=fields,
         FIELD_BITS=block.bit_length(), LAUNCH_DEPENDENTS=launch_dependents,
-        num_warps=4 if block <= 4096 else 8)
+        num_warps=4 if block <= 2048 else 8)
     return tile_entry, n_entries
 
 

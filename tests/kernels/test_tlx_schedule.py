@@ -269,8 +269,10 @@ def test_schedule_order_heaviest_first_both_builders(bcast, max_len):
 
 
 
-# 159 entries (7 classes per pass at most), 1,800 (5) and 2,100 (beyond PACKED_MAX_BLOCK: 1)
-@pytest.mark.parametrize("B,fields", [(53, 7), (53, 4), (600, None), (600, 1), (700, None)])
+# 159 entries (7 classes per pass at most), 1,800 (5), 2,100 (4) and 9,000 (beyond
+# PACKED_MAX_BLOCK: 1)
+@pytest.mark.parametrize("B,fields", [(53, 7), (53, 4), (600, None), (600, 1), (700, None),
+                                      (3000, None)])
 @pytest.mark.parametrize("bcast", [False, True])
 def test_schedule_order_many_classes(B, fields, bcast):
     """The order with PRIORITY_BUCKETS classes (times three q-blocks with broadcast_q) in passes of
@@ -295,7 +297,7 @@ def test_schedule_fields_per_block_size():
     for block in (16, 256, 1024, PACKED_MAX_BLOCK):
         fields = schedule_fields(block)
         assert fields * block.bit_length() <= 63 < (fields + 1) * block.bit_length()
-    assert (schedule_fields(16), schedule_fields(256), schedule_fields(1024)) == (12, 7, 5)
+    assert [schedule_fields(n) for n in (16, 256, 1024, 4096, 8192)] == [12, 7, 5, 4, 4]
     assert schedule_fields(2 * PACKED_MAX_BLOCK) == 1
 
 
