@@ -291,6 +291,22 @@ def test_schedule_order_many_classes(B, fields, bcast):
     assert _decode(entries[:len(want)]) == [divmod(e, num_mb) for e in want]
 
 
+@pytest.mark.parametrize("fields", [None, 1])
+def test_schedule_single_class_in_batch_order(fields):
+    """PMA's dK/dV build: every kv-block of a broadcast query has q_len's steps, so one class
+    (ranked in one int32 pass whatever `fields`): the non-empty kv-blocks in batch order."""
+    g = torch.Generator().manual_seed(11)
+    B, block_m, num_mb = 700, 128, 3
+    k_lens = torch.randint(0, 3 * block_m, (B,), generator=g).tolist()
+    k_lens[0] = k_lens[5] = 0
+    k_off = torch.tensor([0] + k_lens).cumsum(0).to(DEVICE, torch.int32)
+    entries, n = build_schedule(None, k_off, B, 192, num_mb, None, False, True, block_m, 64,
+                                kv_stationary=True, fields=fields)
+    want = [(b, kb) for b, klen in enumerate(k_lens) for kb in range(triton.cdiv(klen, block_m))]
+    assert int(n) == len(want)
+    assert _decode(entries[:len(want)]) == want
+
+
 def test_schedule_fields_per_block_size():
     """A count field holds the block's entry count; the fields fit 63 bits; one class per pass
     beyond PACKED_MAX_BLOCK."""
