@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Run 37 call 4 (one-class builds back in the int32 pass): the schedule tests; schedule_bench; A/B
+# of the tlx calls against one class per pass on the PMA rows; one full status table.
+source benchmarks/device_call.sh
+gpu_tests schedule tests/kernels/test_tlx_schedule.py tests/kernels/test_tlx_schedule_cache.py
+timeout 90 python -m benchmarks.schedule_bench --out "$OUT/schedule_bench4.jsonl" > "$OUT/schedule_bench4.log" 2>&1
+log "schedule_bench rc=$?"; tail -n 9 "$OUT/schedule_bench4.log" >> "$OUT/call.log"
+ab_run sched4 tlx_fwd_absched_ratio --only PMA --bwd --ab-schedule-fields 1
+log "fb $(ratios "$OUT/ab_sched4.jsonl" tlx_fwdbwd_absched_ratio)"
+timeout $(( $(left) - 10 )) python -m benchmarks.tlx_hopper_bench --bwd --baseline-rounds 2 --out "$OUT/bench37_6.jsonl" > "$OUT/bench37_6.log" 2>&1
+log "bench 6 rc=$? fb $(ratios "$OUT/bench37_6.jsonl" varlen_fwdbwd_ms_per_tlx) fwd $(ratios "$OUT/bench37_6.jsonl" varlen_fwd_ms_per_tlx)"
+finish
