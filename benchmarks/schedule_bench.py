@@ -1,6 +1,6 @@
 """Device time of building the TLX persistent schedules (issue 5), per pass of each benchmark shape.
 
-    python -m benchmarks.schedule_bench [--out results.jsonl]
+    python -m benchmarks.schedule_bench [--out results.jsonl] [--warps N[,N...]]
 
 For every shape of `tlx_hopper_bench` (once per shape, fill 0.5 lengths), runs one forward+backward
 of `kernels.tlx_hopper`, records the schedules its launchers ask for (the forward's, then the
@@ -11,7 +11,8 @@ the single-program Triton builder (its counting sort ranking `schedule_fields` c
 device ms from a CUDA graph replay
 (`triton.testing.do_bench_cudagraph`: no launch overhead) and ms of back-to-back eager calls
 (`do_bench`: launch-bound when the device part is short). Outside the model's front door nothing is
-cached, so `tlx_hopper_bench` pays every build on every call.
+cached, so `tlx_hopper_bench` pays every build on every call. --warps also times the default
+build with each of these warp counts ("w<N>" columns, device ms; printed after the table).
 """
 
 from __future__ import annotations
@@ -57,7 +58,10 @@ def launcher_schedules(sh: dict) -> list[tuple[str, tuple, dict]]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
+    ap.add_argument("--warps", default="", metavar="N[,N...]",
+                    help="also time the default build with these warp counts")
     args = ap.parse_args()
+    warps = [int(w) for w in args.warps.split(",") if w]
     rows = []
     unique = {(sh["kind"], sh["B"], sh["max_kv"], sh["H"], sh["q"]): sh for sh in shapes()}
     for sh in unique.values():  # the fills share their schedules' sizes
@@ -65,7 +69,8 @@ def main() -> None:
             B, num_mb = sched_args[2], sched_args[4]
             row = dict(shape=sh["name"].rsplit(" fill", 1)[0], pass_=name, entries=B * num_mb)
             for builder, how in (("triton", {}), ("one_class", dict(fields=1)),
-                                 ("torch", dict(use_torch=True))):
+                                 ("torch", dict(use_torch=True)),
+                                 *((f"w{w}", dict(num_warps=w)) for w in warps)):
                 fn = lambda: tlx_schedule.build_schedule(*sched_args, **sched_kwargs, **how)
                 fn()
                 torch.cuda.synchronize()
@@ -82,6 +87,12 @@ def main() -> None:
         print(f"{r['shape']:22s} {r['pass_']:5s} {r['entries']:7d} {r['triton_device_ms']:10.4f} "
               f"{r['one_class_device_ms']:11.4f} {r['torch_device_ms']:10.4f} "
               f"{r['triton_eager_ms']:12.4f} {r['one_class_eager_ms']:13.4f} {r['torch_eager_ms']:11.4f}")
+    if warps:
+        print(f"\n{'shape':22s} {'pass':5s} {'entries':>7s} "
+              + " ".join(f"{f'w{w} dev':>9s}" for w in warps))
+        for r in rows:
+            print(f"{r['shape']:22s} {r['pass_']:5s} {r['entries']:7d} "
+                  + " ".join(f"{r[f'w{w}_device_ms']:9.4f}" for w in warps))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     python -m benchmarks.tlx_hopper_bench [--out results.json] [--bwd] [--only SUBSTR[,...]]
         [--ab FIELD=VALUE[,FIELD=VALUE...]] [--ab-bwd FIELD=VALUE[,...]] [--graph]
-        [--baseline-rounds N] [--ab-schedule-fields N]
+        [--baseline-rounds N] [--ab-schedule-fields N] [--ab-schedule-warps N]
 
 --ab also times, in the same process and on the same inputs, the forward with those `FwdConfig`
 fields changed from `fwd_config`'s choice (e.g. `--ab num_buf_kv=5`; `--ab tma_store_o=False` is run
@@ -23,6 +23,7 @@ rows).
 schedules built ranking at most N classes per counting-sort pass against the default build
 (`tlx_schedule.schedule_fields` classes): tlx_fwd_absched_ms / tlx_fwdbwd_absched_ms, their
 *_base_ms and *_ratio (N = 1 is the build before session 35: a ratio above 1, the default faster).
+--ab-schedule-warps N: the candidate's builds run with N warps (alone or with --ab-schedule-fields).
 
 --baseline-rounds N (N >= 2) times the tlx call and each baseline (varlen forward, forward+backward,
 the tutorial) in ABBA order over N rounds instead of once each: *_ms are the medians over the
@@ -72,7 +73,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 AB_OVERRIDES: dict = {}  # --ab: FwdConfig fields of the alternative forward
 AB_BWD_OVERRIDES: dict = {}  # --ab-bwd: BwdConfig fields of the alternative backward
-AB_SCHEDULE_FIELDS: int | None = None  # --ab-schedule-fields: classes per pass of the alternative
+AB_SCHEDULE: dict = {}  # --ab-schedule-fields / -warps: the alternative's builds (fields, num_warps)
 PEAK_FLOPS = 788e12
 PEAK_BYTES = 4.3e12
 
@@ -235,19 +236,23 @@ def graph_bench(fn):
     return bench(graph.replay)
 
 
-def with_schedule_fields(fn, most: int | None):
-    """fn with every schedule it builds ranking at most `most` classes per counting-sort pass (None:
-    the default); both sides of an A/B go through here, so both pay the same wrapper."""
+def with_schedule(fn, overrides: dict):
+    """fn with every schedule it builds through `build_schedule(**overrides)`, "fields" capped at
+    what each build's size allows (an empty dict: the default); both sides of an A/B go through
+    here, so both pay the same wrapper."""
     from kernels import tlx_schedule
 
     real = tlx_schedule.build_schedule
 
-    def capped(*args, **kwargs):
-        block = max(16, triton.next_power_of_2(args[2] * args[4]))  # B * num_mb entries
-        return real(*args, **kwargs, fields=min(most, tlx_schedule.schedule_fields(block)))
+    def changed(*args, **kwargs):
+        kwargs.update(overrides)
+        if "fields" in overrides:
+            block = max(16, triton.next_power_of_2(args[2] * args[4]))  # B * num_mb entries
+            kwargs["fields"] = min(overrides["fields"], tlx_schedule.schedule_fields(block))
+        return real(*args, **kwargs)
 
     def call():
-        tlx_schedule.build_schedule = real if most is None else capped
+        tlx_schedule.build_schedule = changed if overrides else real
         try:
             return fn()
         finally:
@@ -313,8 +318,8 @@ def run_shape(sh, do_bwd, tut, graphs=False):
         row["ab_fwd_identical"] = bool(torch.equal(out_alt, out) and torch.equal(lse_alt, lse))
         ab = ab_rounds(bench(fwd_base), fwd_base, fwd_alt)
         row.update(tlx_fwd_ab_ms=ab["ab"], tlx_fwd_ab_base_ms=ab["base"], tlx_fwd_ab_ratio=ab["ratio"])
-    if AB_SCHEDULE_FIELDS is not None:
-        fwd_base, fwd_alt = (with_schedule_fields(fwd, m) for m in (None, AB_SCHEDULE_FIELDS))
+    if AB_SCHEDULE:
+        fwd_base, fwd_alt = (with_schedule(fwd, o) for o in ({}, AB_SCHEDULE))
         out_alt, lse_alt = fwd_alt()
         row["absched_fwd_identical"] = bool(torch.equal(out_alt, out) and torch.equal(lse_alt, lse))
         ab = ab_rounds(bench(fwd_base), fwd_base, fwd_alt)
@@ -356,8 +361,8 @@ def run_shape(sh, do_bwd, tut, graphs=False):
             ab = ab_rounds(bench(fb_base), fb_base, fb_alt)
             row.update(tlx_fwdbwd_abbwd_ms=ab["ab"], tlx_fwdbwd_abbwd_base_ms=ab["base"],
                        tlx_fwdbwd_abbwd_ratio=ab["ratio"])
-        if AB_SCHEDULE_FIELDS is not None:
-            fb_base, fb_alt = (with_schedule_fields(tlx_fb, m) for m in (None, AB_SCHEDULE_FIELDS))
+        if AB_SCHEDULE:
+            fb_base, fb_alt = (with_schedule(tlx_fb, o) for o in ({}, AB_SCHEDULE))
             ab = ab_rounds(bench(fb_base), fb_base, fb_alt)
             row.update(tlx_fwdbwd_absched_ms=ab["ab"], tlx_fwdbwd_absched_base_ms=ab["base"],
                        tlx_fwdbwd_absched_ratio=ab["ratio"])
@@ -416,7 +421,7 @@ def override_configs(fwd_spec: str, bwd_spec: str) -> None:
 
 
 def main():
-    global SETTLE_MS, AB_ROUNDS, BASELINE_ROUNDS, AB_SCHEDULE_FIELDS
+    global SETTLE_MS, AB_ROUNDS, BASELINE_ROUNDS
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--bwd", action="store_true")
@@ -443,10 +448,15 @@ def main():
     ap.add_argument("--ab-schedule-fields", type=int, metavar="N",
                     help="also time the tlx calls with schedules built ranking at most N classes "
                          "per counting-sort pass (1: the build before session 35)")
+    ap.add_argument("--ab-schedule-warps", type=int, metavar="N",
+                    help="also time the tlx calls with schedules built by N warps")
     args = ap.parse_args()
-    if args.ab_schedule_fields is not None and args.ab_schedule_fields < 1:
-        raise SystemExit(f"--ab-schedule-fields: must be >= 1, got {args.ab_schedule_fields}")
-    AB_SCHEDULE_FIELDS = args.ab_schedule_fields
+    for option, key, value in (("--ab-schedule-fields", "fields", args.ab_schedule_fields),
+                               ("--ab-schedule-warps", "num_warps", args.ab_schedule_warps)):
+        if value is not None and value < 1:
+            raise SystemExit(f"{option}: must be >= 1, got {value}")
+        if value is not None:
+            AB_SCHEDULE[key] = value
     override_configs("", args.bwd_config)
     SETTLE_MS = args.settle_ms
     if args.ab_rounds < 1:

@@ -343,7 +343,7 @@ def _schedule_torch(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
 
 def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n,
                    kv_stationary=False, use_torch=False, launch_dependents=False,
-                   fields: int | None = None):
+                   fields: int | None = None, num_warps: int | None = None):
     """Sorted tile entries (int64 [B*num_mb], each `b << 32 | block`) and their count (int32 [1]),
     on the device.
 
@@ -353,6 +353,7 @@ def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, 
     the build's start).
     fields: classes ranked per counting-sort pass (None: `schedule_fields`; 1 to
     `schedule_fields`' count; benchmarks compare them).
+    num_warps: of the one program (None: 4 up to 2,048 entries, else 8; benchmarks compare them).
     """
     n = B * num_mb
     if use_torch or n > MAX_SCHEDULE_BLOCK:
@@ -373,7 +374,7 @@ def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, 
         BROADCAST_Q=broadcast_q, KV_STATIONARY=kv_stationary, BLOCK_M=block_m, BLOCK_N=block_n,
         BLOCK=block, NUM_BUCKETS=PRIORITY_BUCKETS, FIELDS=fields,
         FIELD_BITS=block.bit_length(), LAUNCH_DEPENDENTS=launch_dependents,
-        num_warps=4 if block <= 2048 else 8)
+        num_warps=num_warps or (4 if block <= 2048 else 8))
     return tile_entry, n_entries
 
 

@@ -120,7 +120,8 @@ def test_baselines_once_each_or_in_abba_rounds_with_grads_reset_for_the_baseline
     assert "varlen_fwdbwd_ms_per_tlx" not in row
 
 
-@pytest.mark.parametrize("option", ["--ab-rounds", "--baseline-rounds", "--ab-schedule-fields"])
+@pytest.mark.parametrize("option", ["--ab-rounds", "--baseline-rounds", "--ab-schedule-fields",
+                                    "--ab-schedule-warps"])
 def test_rounds_below_one_rejected_naming_the_option(monkeypatch, option):
     from benchmarks import tlx_hopper_bench
 
@@ -128,7 +129,7 @@ def test_rounds_below_one_rejected_naming_the_option(monkeypatch, option):
     monkeypatch.setattr(tlx_hopper_bench, "SETTLE_MS", tlx_hopper_bench.SETTLE_MS)  # restored after
     monkeypatch.setattr(tlx_hopper_bench, "AB_ROUNDS", tlx_hopper_bench.AB_ROUNDS)
     monkeypatch.setattr(tlx_hopper_bench, "BASELINE_ROUNDS", tlx_hopper_bench.BASELINE_ROUNDS)
-    monkeypatch.setattr(tlx_hopper_bench, "AB_SCHEDULE_FIELDS", tlx_hopper_bench.AB_SCHEDULE_FIELDS)
+    monkeypatch.setattr(tlx_hopper_bench, "AB_SCHEDULE", {})
     with pytest.raises(SystemExit, match=rf"{option}: must be >= 1, got 0"):
         tlx_hopper_bench.main()
 
@@ -142,17 +143,23 @@ def test_only_selects_the_shapes_matching_any_substring():
     assert len(selected_shapes("")) == len(shapes())
 
 
-@pytest.mark.parametrize("most,want", [(None, [None, None]), (1, [1, 1]), (6, [6, 5])])
-def test_schedule_fields_ab_caps_every_build_and_restores_the_builder(monkeypatch, most, want):
-    """The A/B's sides build through `with_schedule_fields`: the candidate's builds get at most
-    `most` classes per pass (1,024 entries hold five fields), the default's none, and the module's
-    builder is back after each call, also when the call raises."""
-    from benchmarks.tlx_hopper_bench import with_schedule_fields
+@pytest.mark.parametrize("overrides,want", [
+    ({}, [(None, None), (None, None)]),
+    (dict(fields=1), [(1, None), (1, None)]),
+    (dict(fields=6), [(6, None), (5, None)]),
+    (dict(num_warps=2), [(None, 2), (None, 2)]),
+    (dict(fields=6, num_warps=1), [(6, 1), (5, 1)]),
+])
+def test_schedule_ab_changes_every_build_and_restores_the_builder(monkeypatch, overrides, want):
+    """The A/B's sides build through `with_schedule`: the candidate's builds get its warps and at
+    most its classes per pass (1,024 entries hold five fields), the default's nothing, and the
+    module's builder is back after each call, also when the call raises."""
+    from benchmarks.tlx_hopper_bench import with_schedule
     from kernels import tlx_schedule
 
     seen = []
-    monkeypatch.setattr(tlx_schedule, "build_schedule",
-                        lambda *args, **kwargs: seen.append(kwargs.get("fields")))
+    monkeypatch.setattr(tlx_schedule, "build_schedule", lambda *args, **kwargs: seen.append(
+        (kwargs.get("fields"), kwargs.get("num_warps"))))
     recorder = tlx_schedule.build_schedule
 
     def call():  # a launcher: a 200-entry build (7 fields hold it), then a 1,024-entry one
@@ -161,6 +168,6 @@ def test_schedule_fields_ab_caps_every_build_and_restores_the_builder(monkeypatc
         raise RuntimeError("launch failed")
 
     with pytest.raises(RuntimeError, match="launch failed"):
-        with_schedule_fields(call, most)()
+        with_schedule(call, overrides)()
     assert seen == want
     assert tlx_schedule.build_schedule is recorder
