@@ -59,9 +59,9 @@ from kernels.tlx_launch import launch
 
 MAX_SCHEDULE_BLOCK = 16384  # entries ordered by one Triton program; torch ops beyond
 PRIORITY_BUCKETS = 32  # work classes of the heaviest-first order (exact below 32 blocks)
-# entries up to which a pass ranks several classes in int64 bit fields (sm_90, 8 warps above
-# 2,048 entries: 195 registers at 4,096, 253 and 40 spilled bytes at 8,192; 16 warps spilled more:
-# 192 bytes at 8,192); beyond, one class per pass in int32
+# entries up to which a pass ranks several classes in int64 bit fields (sm_90 at `build_warps`' 8:
+# 80-104 registers at 1,024-2,048 entries, 195 at 4,096, 253 and 40 spilled bytes at 8,192; 16
+# warps spilled more: 192 bytes at 8,192); beyond, one class per pass in int32
 PACKED_MAX_BLOCK = 8192
 
 
@@ -70,6 +70,14 @@ def schedule_fields(block: int) -> int:
     block.bit_length() bits (a count reaches `block`) as 63 bits hold (12 at 16 entries, 5 at
     1,024-2,048, 4 at 4,096-8,192), or 1 above PACKED_MAX_BLOCK."""
     return 63 // block.bit_length() if block <= PACKED_MAX_BLOCK else 1
+
+
+def build_warps(block: int) -> int:
+    """Warps of the one-program build of `block` entries. Run 37 (H200, CUDA-graph device time,
+    2 / 4 / 8 / 16 warps): 128 entries 2.9 / 2.5 / 2.7 / 3.3 us; 1,024 (the PMA builds) 11.5 /
+    8.2 / 6.9 / 8.0; 8,192 (self, PMA dK/dV) 8 and 16 alike, 4 up to 1.8x slower (spills). The cut
+    between 128 and 1,024 entries is a guess (not measured)."""
+    return 4 if block <= 256 else 8
 
 
 @triton.jit
@@ -353,7 +361,7 @@ def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, 
     the build's start).
     fields: classes ranked per counting-sort pass (None: `schedule_fields`; 1 to
     `schedule_fields`' count; benchmarks compare them).
-    num_warps: of the one program (None: 4 up to 2,048 entries, else 8; benchmarks compare them).
+    num_warps: of the one program (None: `build_warps`; benchmarks compare them).
     """
     n = B * num_mb
     if use_torch or n > MAX_SCHEDULE_BLOCK:
@@ -374,7 +382,7 @@ def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, 
         BROADCAST_Q=broadcast_q, KV_STATIONARY=kv_stationary, BLOCK_M=block_m, BLOCK_N=block_n,
         BLOCK=block, NUM_BUCKETS=PRIORITY_BUCKETS, FIELDS=fields,
         FIELD_BITS=block.bit_length(), LAUNCH_DEPENDENTS=launch_dependents,
-        num_warps=num_warps or (4 if block <= 2048 else 8))
+        num_warps=num_warps or build_warps(block))
     return tile_entry, n_entries
 
 
