@@ -4,6 +4,8 @@
         "run 11=docs/kernels/tlx_hopper_run11/bench.jsonl" --out docs/kernels/tlx_goals.png
 
 A run may list several record files (LABEL=PATH,PATH): rows repeated across them count by median.
+A record file may be gzipped: PATH.gz is read where PATH is (the older runs' records, packed to keep
+the working tree within the device transfer's limit).
 
 For each benchmark row and run: attainment = goal time / tlx time (1 or more: the goal is met), with
 the goal time from the baselines measured in that run:
@@ -19,6 +21,7 @@ Prints a markdown table (one column per run) and plots one panel per pass, one l
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import statistics
 from pathlib import Path
@@ -58,6 +61,16 @@ def attainment(row: dict) -> dict[tuple[str, str], float]:
     return out
 
 
+def read_records(path: str) -> list[dict]:
+    """The JSON rows of a record file: PATH, gzipped if it ends in .gz, or PATH.gz where PATH is
+    not."""
+    file = Path(path)
+    if not file.exists() and file.with_name(file.name + ".gz").exists():
+        file = file.with_name(file.name + ".gz")
+    text = gzip.decompress(file.read_bytes()).decode() if file.suffix == ".gz" else file.read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
 def read_run(spec: str) -> tuple[str, dict[tuple[str, str], float]]:
     """LABEL=PATH[,PATH...]: one run's records; a goal measured more than once in the run (the
     repeated default-config rows of A/B calls) gets the median of its attainments."""
@@ -67,7 +80,7 @@ def read_run(spec: str) -> tuple[str, dict[tuple[str, str], float]]:
     samples: dict[tuple[str, str], list[float]] = {}
     for path in paths.split(","):
         try:
-            rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+            rows = read_records(path)
         except FileNotFoundError:
             raise SystemExit(f"run {label!r}: no file {path!r}") from None
         for row in rows:

@@ -97,3 +97,17 @@ def test_a_run_of_several_files_takes_the_median_of_repeated_rows(tmp_path):
     assert goals[("dense B4 H32 N4096 vs tutorial", "fwd")] == pytest.approx(1.8 / 0.95 / 2.0)
     with pytest.raises(SystemExit, match="run 'r': no file"):
         read_run(f"r={paths[0]},{tmp_path / 'missing.jsonl'}")
+
+
+def test_gzipped_records_read_by_either_name(tmp_path):
+    """A packed record file is read as PATH.gz or, where PATH itself is gone, as PATH."""
+    import gzip
+
+    packed = tmp_path / "bench.jsonl.gz"
+    packed.write_bytes(gzip.compress((json.dumps(PMA) + "\n").encode()))
+    by_gz = read_run(f"r={packed}")
+    by_plain = read_run(f"r={tmp_path / 'bench.jsonl'}")
+    assert by_gz == by_plain
+    assert by_gz[1][("PMA q128 fill0.5", "fwd")] == pytest.approx(0.625 / PMA["tlx_fwd_ms"])
+    with pytest.raises(SystemExit, match="run 'r': no file"):
+        read_run(f"r={tmp_path / 'other.jsonl'}")
