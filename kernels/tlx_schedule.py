@@ -74,9 +74,9 @@ def schedule_fields(block: int) -> int:
 
 def build_warps(block: int) -> int:
     """Warps of the one-program build of `block` entries. Run 37 (H200, CUDA-graph device time,
-    2 / 4 / 8 / 16 warps): 128 entries 2.9 / 2.5 / 2.7 / 3.3 us; 1,024 (the PMA builds) 11.5 /
-    8.2 / 6.9 / 8.0; 8,192 (self, PMA dK/dV) 8 and 16 alike, 4 up to 1.8x slower (spills). The cut
-    between 128 and 1,024 entries is a guess (not measured)."""
+    2 / 4 / 8 / 16 warps): 128 entries 2.9 / 2.5 / 2.7 / 3.3 us; 768-1,024 (the PMA builds)
+    11.5-11.6 / 8.1-8.3 / 6.9-7.0 / 7.9-8.1; 6,144-8,192 (self, PMA dK/dV) 8 and 16 alike, 4 up to
+    1.8x slower (spills). The cut between 128 and 768 entries is a guess (not measured)."""
     return 4 if block <= 256 else 8
 
 
@@ -376,6 +376,8 @@ def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, 
     elif not 1 <= fields <= most:
         raise ValueError(f"fields: must be in 1..{most} for {n} entries (count fields of "
                          f"{block.bit_length()} bits in 63), got {fields}")
+    if num_warps is not None and num_warps not in (1, 2, 4, 8, 16, 32):
+        raise ValueError(f"num_warps: must be a power of two from 1 to 32, got {num_warps}")
     launch(_jfa_schedule_kernel, (1,),
         q_off if q_off is not None else k_off, k_off, tile_entry, n_entries, B, q_len, num_mb,
         0 if window is None else window, CAUSAL=causal, HAS_WINDOW=window is not None,

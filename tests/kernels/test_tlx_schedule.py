@@ -317,6 +317,13 @@ def test_schedule_fields_per_block_size():
     assert schedule_fields(2 * PACKED_MAX_BLOCK) == 1
 
 
+@pytest.mark.parametrize("num_warps", [0, 3, 64])
+def test_schedule_warps_out_of_range(num_warps):
+    k_off = torch.arange(0, 17, device=DEVICE, dtype=torch.int32)
+    with pytest.raises(ValueError, match=rf"num_warps: must be a power of two from 1 to 32, got {num_warps}"):
+        build_schedule(None, k_off, 16, 64, 1, None, False, True, 64, 64, num_warps=num_warps)
+
+
 @pytest.mark.parametrize("fields", [0, 6])
 def test_schedule_fields_out_of_range(fields):
     """1,024 entries fit five count fields of 11 bits."""
