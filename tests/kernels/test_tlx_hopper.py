@@ -642,6 +642,39 @@ def test_forward_switch_changes_no_value(case, field):
     assert torch.equal(out, out_f) and torch.equal(lse, lse_f)
 
 
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", [Case("bcast", 9, 128, 300), Case("self", 9, 200, 200)],
+                         ids=lambda c: c.name)
+def test_forward_replayed_from_a_cuda_graph(case):
+    """The forward captured into a CUDA graph (its schedule build inside; the broadcast one at D =
+    128 launched with PDL): a replay gives the eager call's O and LSE bit for bit, and after the
+    offsets change in place (the same totals) a replay follows them: the build runs every time."""
+    from kernels import tlx_hopper
+
+    q, k, v, q_off, k_off, q_lens, k_lens = make_inputs(case, zlib.crc32(case.name.encode()))
+    params = _params(case, 1 / math.sqrt(case.d))
+    assert tlx_hopper.call_fwd_config(q, k, k_off, params).pdl == (case.mode == "bcast")
+    out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params)  # compiled before the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        g_out, g_lse = tlx_hopper.forward(q, k, v, q_off, k_off, params)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(g_out, out) and torch.equal(g_lse, lse)
+    off = lambda ls: torch.tensor([0] + ls, dtype=torch.int64).cumsum(0).to(DEVICE, torch.int32)
+    k_off.copy_(off(k_lens[::-1]))  # the sequences in reverse order: other lengths per batch
+    if q_off is not None:
+        q_off.copy_(off(q_lens[::-1]))
+    graph.replay()
+    want_out, want_lse = tlx_hopper.forward(q, k, v, None if q_off is None else q_off.clone(),
+                                            k_off.clone(), params)
+    torch.cuda.synchronize()
+    assert not torch.equal(want_out, out)
+    assert torch.equal(g_out, want_out) and torch.equal(g_lse, want_lse)
+
+
 def growing_score_inputs(case: Case, seed: int):
     """make_inputs with keys whose scores grow along each sequence (std ~1 at its start to ~25 at
     its end) plus, per sequence, one late key aimed at a single query row: row maxima move by more
