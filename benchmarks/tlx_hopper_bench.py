@@ -247,7 +247,7 @@ def with_schedule(fn, overrides: dict):
     def changed(*args, **kwargs):
         kwargs.update(overrides)
         if "fields" in overrides:
-            block = max(16, triton.next_power_of_2(args[2] * args[4]))  # B * num_mb entries
+            block = tlx_schedule.schedule_block(args[2] * args[4])  # B * num_mb entries
             kwargs["fields"] = min(overrides["fields"], tlx_schedule.schedule_fields(block))
         return real(*args, **kwargs)
 

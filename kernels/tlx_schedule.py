@@ -65,6 +65,11 @@ PRIORITY_BUCKETS = 32  # work classes of the heaviest-first order (exact below 3
 PACKED_MAX_BLOCK = 8192
 
 
+def schedule_block(n_entries: int) -> int:
+    """The one-program build's vector width for n_entries entries (a power of two, at least 16)."""
+    return max(16, triton.next_power_of_2(n_entries))
+
+
 def schedule_fields(block: int) -> int:
     """Classes ranked per counting-sort pass over `block` entries: as many count fields of
     block.bit_length() bits (a count reaches `block`) as 63 bits hold (12 at 16 entries, 5 at
@@ -369,7 +374,7 @@ def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, 
                                block_m, block_n, kv_stationary)
     tile_entry = torch.empty(n, device=k_off.device, dtype=torch.int64)
     n_entries = torch.empty(1, device=k_off.device, dtype=torch.int32)
-    block = max(16, triton.next_power_of_2(n))
+    block = schedule_block(n)
     most = schedule_fields(block)
     if fields is None:
         fields = most
