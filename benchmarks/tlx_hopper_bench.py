@@ -221,6 +221,13 @@ def put_pair(row: dict, key: str, key_base: str, timed: tuple) -> None:
         row[key_base + "_per_tlx"] = timed[2]
 
 
+def put_ab(row: dict, key: str, fn_base, fn_alt) -> None:
+    """An A/B of fn_alt against fn_base (`ab_rounds`) into row as KEY_ms (the candidate's median),
+    KEY_base_ms and KEY_ratio."""
+    ab = ab_rounds(bench(fn_base), fn_base, fn_alt)
+    row.update({f"{key}_ms": ab["ab"], f"{key}_base_ms": ab["base"], f"{key}_ratio": ab["ratio"]})
+
+
 def graph_bench(fn):
     """`bench` of fn replayed from a CUDA graph: its kernels and the gaps between them on the device,
     without the host's launch path (do_bench's timed window otherwise also holds the host time the
@@ -316,15 +323,12 @@ def run_shape(sh, do_bwd, tut, graphs=False):
         fwd_alt = lambda: tlx_hopper.forward(q, k, v, q_off, k_off, params, config=alt)
         out_alt, lse_alt = fwd_alt()
         row["ab_fwd_identical"] = bool(torch.equal(out_alt, out) and torch.equal(lse_alt, lse))
-        ab = ab_rounds(bench(fwd_base), fwd_base, fwd_alt)
-        row.update(tlx_fwd_ab_ms=ab["ab"], tlx_fwd_ab_base_ms=ab["base"], tlx_fwd_ab_ratio=ab["ratio"])
+        put_ab(row, "tlx_fwd_ab", fwd_base, fwd_alt)
     if AB_SCHEDULE:
         fwd_base, fwd_alt = (with_schedule(fwd, o) for o in ({}, AB_SCHEDULE))
         out_alt, lse_alt = fwd_alt()
         row["absched_fwd_identical"] = bool(torch.equal(out_alt, out) and torch.equal(lse_alt, lse))
-        ab = ab_rounds(bench(fwd_base), fwd_base, fwd_alt)
-        row.update(tlx_fwd_absched_ms=ab["ab"], tlx_fwd_absched_base_ms=ab["base"],
-                   tlx_fwd_absched_ratio=ab["ratio"])
+        put_ab(row, "tlx_fwd_absched", fwd_base, fwd_alt)
     if do_bwd:
         qg, kg, vg = (t.clone().requires_grad_() for t in (qv, k, v))
         o = varlen_attn(qg, kg, vg, cu_q, k_off, max_q, max_k, scale=scale)
@@ -358,19 +362,13 @@ def run_shape(sh, do_bwd, tut, graphs=False):
             row["ab_bwd_grad_rel"] = max(((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30)).item()
                                          for a, b in zip(grads_alt, grads))
             fb_base, fb_alt = tlx_fb_with(bwd_cfg=base_bwd), tlx_fb_with(bwd_cfg=alt_bwd)
-            ab = ab_rounds(bench(fb_base), fb_base, fb_alt)
-            row.update(tlx_fwdbwd_abbwd_ms=ab["ab"], tlx_fwdbwd_abbwd_base_ms=ab["base"],
-                       tlx_fwdbwd_abbwd_ratio=ab["ratio"])
+            put_ab(row, "tlx_fwdbwd_abbwd", fb_base, fb_alt)
         if AB_SCHEDULE:
             fb_base, fb_alt = (with_schedule(tlx_fb, o) for o in ({}, AB_SCHEDULE))
-            ab = ab_rounds(bench(fb_base), fb_base, fb_alt)
-            row.update(tlx_fwdbwd_absched_ms=ab["ab"], tlx_fwdbwd_absched_base_ms=ab["base"],
-                       tlx_fwdbwd_absched_ratio=ab["ratio"])
+            put_ab(row, "tlx_fwdbwd_absched", fb_base, fb_alt)
         if alt is not None:
             fb_base, fb_alt = tlx_fb_with(fwd_cfg=base), tlx_fb_with(fwd_cfg=alt)
-            ab = ab_rounds(bench(fb_base), fb_base, fb_alt)
-            row.update(tlx_fwdbwd_ab_ms=ab["ab"], tlx_fwdbwd_ab_base_ms=ab["base"],
-                       tlx_fwdbwd_ab_ratio=ab["ratio"])
+            put_ab(row, "tlx_fwdbwd_ab", fb_base, fb_alt)
     if tut is not None and sh["fill"] == 1.0:
         Z, N = B, sh["max_kv"]
         qd = q.view(Z, N, H, d).transpose(1, 2).contiguous()

@@ -171,3 +171,17 @@ def test_schedule_ab_changes_every_build_and_restores_the_builder(monkeypatch, o
         with_schedule(call, overrides)()
     assert seen == want
     assert tlx_schedule.build_schedule is recorder
+
+
+def test_put_ab_records_candidate_default_and_ratio_under_one_key(monkeypatch):
+    from benchmarks import tlx_hopper_bench
+
+    seen = []
+    monkeypatch.setattr(tlx_hopper_bench, "bench", lambda fn: seen.append(("bench", fn)) or 2.0)
+    monkeypatch.setattr(tlx_hopper_bench, "ab_rounds", lambda first, a, b: seen.append((first, a, b))
+                        or {"ab": 1.5, "base": 2.0, "ratio": 0.75})
+    row = {}
+    tlx_hopper_bench.put_ab(row, "tlx_fwd_absched", "base", "alt")
+    assert seen == [("bench", "base"), (2.0, "base", "alt")]
+    assert row == {"tlx_fwd_absched_ms": 1.5, "tlx_fwd_absched_base_ms": 2.0,
+                   "tlx_fwd_absched_ratio": 0.75}
