@@ -23,6 +23,10 @@ has read it. Broadcast Q stays resident across tiles, so each group stages O in 
 reused once the previous tile's store has read it (`fwd_config`: at D=128). A TMA box cannot
 stop at qlen, so the slice that straddles it, and LSE, take a masked tl.store; broadcast Q with
 q_len a multiple of 64 has no such slice (O_TMA_ONLY: every O slice by TMA, zeros too).
+OVERLAP_TILES (broadcast Q): a tile's last PV is held until the next tile's first QK^T is issued,
+runs beside it and that block's softmax, and the held tile's O and LSE are stored then (the
+consumer's per-tile chain loses a wgmma round trip; a tile without keys stores its zeros and leaves
+the held tile held; the last one is finished after the loop).
 KV blocks per tile come from `kv_block_range`, shared by every role; the blocks outside
 `kv_unmasked_range` (block 0 included, unless every real row sees all its keys) run the masked
 softmax, the rest without any mask.
@@ -201,6 +205,111 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
 
 
 @triton.jit
+def _first_block(q_buf, k_tiles, k_fulls, k_empties, v_tiles, v_fulls, v_empties, acc, p_held, cnt,
+                 first_full, start_n, rows, klen, window, qk_scale, cid: tl.constexpr,
+                 NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr, CAUSAL: tl.constexpr,
+                 HAS_WINDOW: tl.constexpr, BLOCK_N: tl.constexpr, LAZY_RESCALE: tl.constexpr,
+                 HELD: tl.constexpr, dtype: tl.constexpr):
+    """A tile's first block: the QK^T of K/V block cnt and its softmax from an empty row state;
+    returns (p fp32, m_i, l_i, acc). With HELD (OVERLAP_TILES) the previous tile's last PV (p_held
+    over block cnt - 1's V into acc) is issued beside the QK^T and waited after the softmax, and acc
+    comes back finished; without, acc is returned untouched."""
+    m_i = tl.zeros([BLOCK_M_SPLIT], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_M_SPLIT], dtype=tl.float32)
+    k_idx, k_phase = _bufidx_phase(cnt, NUM_BUF_KV)
+    tlx.barrier_wait(k_fulls[k_idx], k_phase)
+    _pingpong_enter(cid, NUM_GROUPS)
+    qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
+    _pingpong_leave(cid, NUM_GROUPS)
+    if HELD:
+        v_idx, v_phase = _bufidx_phase(cnt - 1, NUM_BUF_KV)
+        tlx.barrier_wait(v_fulls[v_idx], v_phase)
+        acc = tlx.async_dot(p_held.to(dtype), v_tiles[v_idx], acc)
+        qk = tlx.async_dot_wait(1, qk)
+    else:
+        qk = tlx.async_dot_wait(0, qk)
+    tlx.barrier_arrive(k_empties[k_idx], 1)
+    # a runtime branch: the mask costs ~100 instructions per consumer and tile (sm_90 SASS), the
+    # per-tile code where ours outgrew the tutorial's
+    if first_full:  # every real row sees all its keys: the mask is a no-op
+        p, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window,
+                                            CAUSAL, HAS_WINDOW, False, BLOCK_N, LAZY_RESCALE)
+    else:
+        p, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window,
+                                            CAUSAL, HAS_WINDOW, True, BLOCK_N, LAZY_RESCALE)
+    if HELD:
+        acc = tlx.async_dot_wait(0, acc)
+        tlx.barrier_arrive(v_empties[v_idx], 1)
+    return p, m_i, l_i, acc
+
+
+@triton.jit
+def _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt, NUM_BUF_KV: tl.constexpr,
+                    dtype: tl.constexpr):
+    """A tile's epilogue PV: p over K/V block cnt's V into acc, waited; the V slot goes back."""
+    v_idx, v_phase = _bufidx_phase(cnt, NUM_BUF_KV)
+    tlx.barrier_wait(v_fulls[v_idx], v_phase)
+    acc = tlx.async_dot(p.to(dtype), v_tiles[v_idx], acc)
+    acc = tlx.async_dot_wait(0, acc)
+    tlx.barrier_arrive(v_empties[v_idx], 1)
+    return acc
+
+
+@triton.jit
+def _normalise(acc, m_i, l_i, RCP_NORMALISE: tl.constexpr, dtype: tl.constexpr):
+    """(O in the MMA dtype, LSE) of a finished tile; rows that saw no visible key keep O = 0 and
+    LSE = -inf."""
+    l_safe = tl.where(l_i == 0.0, 1.0, l_i)
+    if RCP_NORMALISE:  # one reciprocal per row, not a division per element
+        o = (acc * (1.0 / l_safe)[:, None]).to(dtype)
+    else:
+        o = (acc / l_safe[:, None]).to(dtype)  # cast before the store's relayout
+    lse = tl.where(l_i == 0.0, float("-inf"), (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
+    return o, lse
+
+
+@triton.jit
+def _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0, out_row0, h, qlen, total_out, tma_o,
+                 cid: tl.constexpr, H, HEAD_DIM: tl.constexpr, TMA_STORE_O: tl.constexpr,
+                 BROADCAST_Q: tl.constexpr, O_TMA_ONLY: tl.constexpr):
+    """Group cid's O slice of q-block m0 (broadcast Q: by TMA from the group's staging tile when
+    tma_o; self/cross staged theirs in the Q tile already) and its LSE, rows < qlen only: the rows
+    past it belong to the next sequence."""
+    row0 = m0 + cid * BLOCK_M_SPLIT
+    if TMA_STORE_O and BROADCAST_Q:
+        if tma_o:  # in the group's O tile, once its previous store read it
+            _wait_o_tile_read(cid)
+            _tma_store_o(desc_o, o_tiles[cid], o, out_row0 + row0, h * HEAD_DIM)
+    rows = row0 + tl.arange(0, BLOCK_M_SPLIT)
+    row_ok = rows < qlen
+    out_rows = (out_row0 + rows).to(tl.int64)
+    if not O_TMA_ONLY:
+        if not tma_o:
+            offs_d = tl.arange(0, HEAD_DIM)
+            o_ptrs = out_ptr + out_rows[:, None] * (H * HEAD_DIM) + h * HEAD_DIM + offs_d[None, :]
+            tl.store(o_ptrs, o, mask=row_ok[:, None])
+    tl.store(lse_ptr + h.to(tl.int64) * total_out + out_rows, lse, mask=row_ok)
+
+
+@triton.jit
+def _finish_held_tile(desc_o, o_tiles, out_ptr, lse_ptr, acc, m_i, l_i, m0, out_row0, h, qlen,
+                      total_out, cid: tl.constexpr, H, HEAD_DIM: tl.constexpr,
+                      TMA_STORE_O: tl.constexpr, BROADCAST_Q: tl.constexpr,
+                      O_TMA_ONLY: tl.constexpr, RCP_NORMALISE: tl.constexpr, dtype: tl.constexpr):
+    """OVERLAP_TILES: the held tile's O and LSE once its last PV is done (broadcast Q: every held
+    tile had keys, so its O slice leaves by TMA as the tile's own epilogue would have sent it)."""
+    o, lse = _normalise(acc, m_i, l_i, RCP_NORMALISE, dtype)
+    if O_TMA_ONLY:
+        tma_o = m0 + cid * BLOCK_M_SPLIT < qlen
+    elif TMA_STORE_O:
+        tma_o = m0 + (cid + 1) * BLOCK_M_SPLIT <= qlen
+    else:
+        tma_o: tl.constexpr = False
+    _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0, out_row0, h, qlen, total_out, tma_o,
+                 cid, H, HEAD_DIM, TMA_STORE_O, BROADCAST_Q, O_TMA_ONLY)
+
+
+@triton.jit
 def jfa_fwd_kernel(
     desc_q, desc_k, desc_v,          # TMA: q [rows_q, Hq*D], k/v [total_kv, Hkv*D]
     desc_o,                          # TMA store of out [total_out, Hq*D] (TMA_STORE_O)
@@ -214,9 +323,13 @@ def jfa_fwd_kernel(
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
+    OVERLAP_TILES: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
+    # broadcast Q's tiles share the resident Q tile and stage O in tiles of their own, so a tile's
+    # last PV can wait for the next tile's first QK^T (self/cross would hold two Q slots)
+    tl.static_assert(not OVERLAP_TILES or BROADCAST_Q)
     dtype: tl.constexpr = tlx.dtype_of(desc_k)
     ELEM_BYTES: tl.constexpr = tlx.size_of(dtype)
     Q_BYTES: tl.constexpr = ELEM_BYTES * BM_SPLIT * HEAD_DIM
@@ -318,6 +431,17 @@ def jfa_fwd_kernel(
             cnt_q = 0
             last_q = -1
             held_o = 0  # O_IN_Q: the last Q slot holds an O slice a TMA store may still read
+            if OVERLAP_TILES:
+                # the held tile: its last PV not yet issued (p over K/V block cnt_kv - 1 into acc,
+                # its row state m_i / l_i), kept until the next tile's first QK^T is in flight
+                held = 0
+                held_m0 = 0
+                held_out_row0 = 0
+                held_h = 0
+                acc = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=tl.float32)
+                p = tl.zeros([BM_SPLIT, BLOCK_N], dtype=tl.float32 if LATE_P_CAST else dtype)
+                m_i = tl.zeros([BM_SPLIT], dtype=tl.float32)
+                l_i = tl.zeros([BM_SPLIT], dtype=tl.float32)
             if cid == NUM_GROUPS - 1:
                 tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # group 0 issues first
             valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
@@ -377,31 +501,37 @@ def jfa_fwd_kernel(
                                 tlx.barrier_arrive(v_empties[kv_idx], 1)
                                 cnt_kv += 1
                         else:
-                            m_i = tl.zeros([BM_SPLIT], dtype=tl.float32) - float("inf")
-                            l_i = tl.zeros([BM_SPLIT], dtype=tl.float32)
-                            acc = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=tl.float32)
                             first_full, a, c = kv_unmasked_range(
                                 m0, qlen, klen, window, lo, nblk, CAUSAL, HAS_WINDOW, BLOCK_M,
                                 BLOCK_N)
-
-                            # prologue: QK^T of block 0, no PV yet
-                            k_idx, k_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
-                            tlx.barrier_wait(k_fulls[k_idx], k_phase)
-                            _pingpong_enter(cid, NUM_GROUPS)
-                            qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
-                            _pingpong_leave(cid, NUM_GROUPS)
-                            qk = tlx.async_dot_wait(0, qk)
-                            tlx.barrier_arrive(k_empties[k_idx], 1)
-                            # a runtime branch: the mask costs ~100 instructions per consumer and
-                            # tile (sm_90 SASS), the per-tile code where ours outgrew the tutorial's
-                            if first_full:  # every real row sees all its keys: the mask is a no-op
-                                p_f32, alpha, m_i, l_i = _softmax_block(
-                                    qk, m_i, l_i, qk_scale, rows, lo, klen, window, CAUSAL,
-                                    HAS_WINDOW, False, BLOCK_N, LAZY_RESCALE)
+                            # prologue: QK^T of block 0 and its softmax, no PV of this tile yet
+                            if OVERLAP_TILES:
+                                if held:  # the held tile's last PV beside them, then its stores
+                                    p_f32, m_new, l_new, acc = _first_block(
+                                        q_buf, k_tiles, k_fulls, k_empties, v_tiles, v_fulls,
+                                        v_empties, acc, p, cnt_kv, first_full, lo, rows, klen,
+                                        window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
+                                        HAS_WINDOW, BLOCK_N, LAZY_RESCALE, True, dtype)
+                                    _finish_held_tile(
+                                        desc_o, o_tiles, out_ptr, lse_ptr, acc, m_i, l_i, held_m0,
+                                        held_out_row0, held_h, q_len, total_out, cid, H, HEAD_DIM,
+                                        TMA_STORE_O, BROADCAST_Q, O_TMA_ONLY, RCP_NORMALISE,
+                                        dtype)
+                                else:
+                                    p_f32, m_new, l_new, acc = _first_block(
+                                        q_buf, k_tiles, k_fulls, k_empties, v_tiles, v_fulls,
+                                        v_empties, acc, p, cnt_kv, first_full, lo, rows, klen,
+                                        window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
+                                        HAS_WINDOW, BLOCK_N, LAZY_RESCALE, False, dtype)
+                                m_i = m_new
+                                l_i = l_new
                             else:
-                                p_f32, alpha, m_i, l_i = _softmax_block(
-                                    qk, m_i, l_i, qk_scale, rows, lo, klen, window, CAUSAL,
-                                    HAS_WINDOW, True, BLOCK_N, LAZY_RESCALE)
+                                p_f32, m_i, l_i, _unused = _first_block(
+                                    q_buf, k_tiles, k_fulls, k_empties, v_tiles, v_fulls, v_empties,
+                                    None, None, cnt_kv, first_full, lo, rows, klen, window,
+                                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW,
+                                    BLOCK_N, LAZY_RESCALE, False, dtype)
+                            acc = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=tl.float32)
                             p = p_f32 if LATE_P_CAST else p_f32.to(dtype)
                             cnt_kv += 1
                             if O_IN_Q:
@@ -426,44 +556,39 @@ def jfa_fwd_kernel(
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                     qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
                                     BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
-                            # epilogue: PV of the last block
-                            v_idx, v_phase = _bufidx_phase(cnt_kv - 1, NUM_BUF_KV)
-                            tlx.barrier_wait(v_fulls[v_idx], v_phase)
-                            acc = tlx.async_dot(p.to(dtype), v_tiles[v_idx], acc)
-                            acc = tlx.async_dot_wait(0, acc)
-                            tlx.barrier_arrive(v_empties[v_idx], 1)
-                            # normalise; rows that saw no visible key keep O = 0, LSE = -inf
-                            l_safe = tl.where(l_i == 0.0, 1.0, l_i)
-                            if RCP_NORMALISE:  # one reciprocal per row, not a division per element
-                                o = (acc * (1.0 / l_safe)[:, None]).to(dtype)
-                            else:
-                                o = (acc / l_safe[:, None]).to(dtype)  # cast before the store's relayout
-                            lse = tl.where(l_i == 0.0, float("-inf"),
-                                           (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
-                            if O_IN_Q:
-                                if tma_o:  # stage O in the Q tile: its last QK^T was waited on
-                                    tlx.fence("async_shared")
-                                    _tma_store_o(desc_o, q_buf, o, out_row0 + m0 + cid * BM_SPLIT,
-                                                 h * HEAD_DIM)
-                                    held_o = 1
-                    if TMA_STORE_O and BROADCAST_Q:
-                        if tma_o:  # in the group's O tile, once its previous store read it
-                            _wait_o_tile_read(cid)
-                            _tma_store_o(desc_o, o_tiles[cid], o, out_row0 + m0 + cid * BM_SPLIT,
-                                         h * HEAD_DIM)
-
-                    # store O and LSE rows < qlen only (rows past it belong to the next sequence)
-                    row_ok = rows < qlen
-                    out_rows = (out_row0 + rows).to(tl.int64)
-                    if not O_TMA_ONLY:
-                        if not tma_o:
-                            offs_d = tl.arange(0, HEAD_DIM)
-                            o_ptrs = (out_ptr + out_rows[:, None] * (H * HEAD_DIM) + h * HEAD_DIM
-                                      + offs_d[None, :])
-                            tl.store(o_ptrs, o, mask=row_ok[:, None])
-                    tl.store(lse_ptr + h.to(tl.int64) * total_out + out_rows, lse, mask=row_ok)
+                            if OVERLAP_TILES:  # the last PV waits for the next tile's first QK^T
+                                held = 1
+                                held_m0 = m0
+                                held_out_row0 = out_row0
+                                held_h = h
+                            else:  # epilogue: PV of the last block
+                                acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties,
+                                                      cnt_kv - 1, NUM_BUF_KV, dtype)
+                                o, lse = _normalise(acc, m_i, l_i, RCP_NORMALISE, dtype)
+                                if O_IN_Q:
+                                    if tma_o:  # stage O in the Q tile: its last QK^T was waited on
+                                        tlx.fence("async_shared")
+                                        _tma_store_o(desc_o, q_buf, o,
+                                                     out_row0 + m0 + cid * BM_SPLIT, h * HEAD_DIM)
+                                        held_o = 1
+                    if OVERLAP_TILES:
+                        if nblk == 0:  # O = 0, LSE = -inf now; a held tile stays held
+                            _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0, out_row0, h,
+                                         qlen, total_out, tma_o, cid, H, HEAD_DIM, TMA_STORE_O,
+                                         BROADCAST_Q, O_TMA_ONLY)
+                    else:
+                        _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0, out_row0, h,
+                                     qlen, total_out, tma_o, cid, H, HEAD_DIM, TMA_STORE_O,
+                                     BROADCAST_Q, O_TMA_ONLY)
                 valid, b, h, mb = n_valid, n_b, n_h, n_mb
                 q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
                 n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb
+            if OVERLAP_TILES:
+                if held:
+                    acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,
+                                          NUM_BUF_KV, dtype)
+                    _finish_held_tile(desc_o, o_tiles, out_ptr, lse_ptr, acc, m_i, l_i, held_m0,
+                                      held_out_row0, held_h, q_len, total_out, cid, H, HEAD_DIM,
+                                      TMA_STORE_O, BROADCAST_Q, O_TMA_ONLY, RCP_NORMALISE, dtype)
             if TMA_STORE_O:
                 tlx.async_descriptor_store_wait(0)  # the last O stores finish before the CTA exits
