@@ -51,8 +51,6 @@ def fwd_variants(overrides: dict | None = None):
             cfg = dataclasses.replace(fwd_config(d, bcast, q_len, long_kv=long_kv), **(overrides or {}))
             if bcast:  # a self/cross-only field: the launcher refuses it with broadcast_q
                 cfg = dataclasses.replace(cfg, skip_idle_groups=False)
-            else:  # and a broadcast-only one
-                cfg = dataclasses.replace(cfg, overlap_tiles=False)
             name = (f"fwd d{d} {dt} causal={int(causal)} window={int(window)} bcast={int(bcast)}"
                     f" q{q_len if bcast else '-'} G{cfg.num_groups} BN{cfg.block_n}"
                     + (" long" if long_kv else ""))
@@ -78,8 +76,7 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len):
                  SKIP_IDLE_GROUPS=cfg.skip_idle_groups, LATE_P_CAST=cfg.late_p_cast,
                  O_TMA_ONLY=o_by_tma_only(cfg, bcast, q_len), WARP_ARRIVE=cfg.warp_arrive,
                  LAZY_RESCALE=cfg.lazy_rescale,
-                 RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl,
-                 OVERLAP_TILES=cfg.overlap_tiles)
+                 RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl)
     for k in const:
         sig[k] = "constexpr"
     src = triton.compiler.ASTSource(fn=jfa_fwd_kernel, signature=sig, constexprs=const,

@@ -154,11 +154,6 @@ class FwdConfig:
     # 1.014 and dense 1.018 (one process), so `fwd_config` takes it for broadcast Q at D=128 only.
     # The backward passes after their builds gained nothing (run 36: 0.983-1.015 forward+backward)
     pdl: bool = False
-    # broadcast Q only: a tile's last PV is issued after the next tile's first QK^T and waited
-    # after that block's softmax, and the tile's O and LSE are stored then, so the per-tile chain
-    # (last PV, normalise, store, first QK^T, first softmax) loses a wgmma round trip; outputs
-    # bit-identical (the same operations on the same values)
-    overlap_tiles: bool = False
 
     @property
     def block_m(self) -> int:
@@ -359,9 +354,6 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
     if cfg.tma_store_o and not broadcast and cfg.num_buf_q < 2:
         raise ValueError("tlx FwdConfig: tma_store_o with self/cross attention needs num_buf_q >= 2: "
                          "O is staged in a group's Q slot while the next tile's Q loads into the other")
-    if cfg.overlap_tiles and not broadcast:
-        raise ValueError("tlx FwdConfig: overlap_tiles needs broadcast_q: self/cross attention stage "
-                         "O in the Q slot the next tile's Q would need")
     if broadcast and cfg.skip_idle_groups:
         raise ValueError("tlx FwdConfig: skip_idle_groups needs self/cross attention (not broadcast_q): "
                          "it is only tested and measured there")
@@ -393,8 +385,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
-        RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, OVERLAP_TILES=cfg.overlap_tiles,
-        num_warps=4, num_stages=1,
+        RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, num_warps=4, num_stages=1,
         launch_pdl=cfg.pdl)
     return out, lse
 

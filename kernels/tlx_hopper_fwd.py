@@ -23,10 +23,6 @@ has read it. Broadcast Q stays resident across tiles, so each group stages O in 
 reused once the previous tile's store has read it (`fwd_config`: at D=128). A TMA box cannot
 stop at qlen, so the slice that straddles it, and LSE, take a masked tl.store; broadcast Q with
 q_len a multiple of 64 has no such slice (O_TMA_ONLY: every O slice by TMA, zeros too).
-OVERLAP_TILES (broadcast Q): a tile's last PV is held until the next tile's first QK^T is issued,
-runs beside it and that block's softmax, and the held tile's O and LSE are stored then (the
-consumer's per-tile chain loses a wgmma round trip; a tile without keys stores its zeros and leaves
-the held tile held; the last one is finished after the loop).
 KV blocks per tile come from `kv_block_range`, shared by every role; the blocks outside
 `kv_unmasked_range` (block 0 included, unless every real row sees all its keys) run the masked
 softmax, the rest without any mask.
@@ -205,15 +201,12 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
 
 
 @triton.jit
-def _first_block(q_buf, k_tiles, k_fulls, k_empties, v_tiles, v_fulls, v_empties, acc, p_held, cnt,
-                 first_full, start_n, rows, klen, window, qk_scale, cid: tl.constexpr,
-                 NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr, CAUSAL: tl.constexpr,
-                 HAS_WINDOW: tl.constexpr, BLOCK_N: tl.constexpr, LAZY_RESCALE: tl.constexpr,
-                 HELD: tl.constexpr, dtype: tl.constexpr):
-    """A tile's first block: the QK^T of K/V block cnt and its softmax from an empty row state;
-    returns (p fp32, m_i, l_i, acc). With HELD (OVERLAP_TILES) the previous tile's last PV (p_held
-    over block cnt - 1's V into acc) is issued beside the QK^T and waited after the softmax, and acc
-    comes back finished; without, acc is returned untouched."""
+def _first_block(q_buf, k_tiles, k_fulls, k_empties, cnt, first_full, start_n, rows, klen, window,
+                 qk_scale, cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
+                 CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BLOCK_N: tl.constexpr,
+                 LAZY_RESCALE: tl.constexpr):
+    """A tile's first block: the QK^T of K/V block cnt and its softmax from an empty row state, no
+    PV yet; returns (p fp32, m_i, l_i)."""
     m_i = tl.zeros([BLOCK_M_SPLIT], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([BLOCK_M_SPLIT], dtype=tl.float32)
     k_idx, k_phase = _bufidx_phase(cnt, NUM_BUF_KV)
@@ -221,13 +214,7 @@ def _first_block(q_buf, k_tiles, k_fulls, k_empties, v_tiles, v_fulls, v_empties
     _pingpong_enter(cid, NUM_GROUPS)
     qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
     _pingpong_leave(cid, NUM_GROUPS)
-    if HELD:
-        v_idx, v_phase = _bufidx_phase(cnt - 1, NUM_BUF_KV)
-        tlx.barrier_wait(v_fulls[v_idx], v_phase)
-        acc = tlx.async_dot(p_held.to(dtype), v_tiles[v_idx], acc)
-        qk = tlx.async_dot_wait(1, qk)
-    else:
-        qk = tlx.async_dot_wait(0, qk)
+    qk = tlx.async_dot_wait(0, qk)
     tlx.barrier_arrive(k_empties[k_idx], 1)
     # a runtime branch: the mask costs ~100 instructions per consumer and tile (sm_90 SASS), the
     # per-tile code where ours outgrew the tutorial's
@@ -237,10 +224,7 @@ def _first_block(q_buf, k_tiles, k_fulls, k_empties, v_tiles, v_fulls, v_empties
     else:
         p, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window,
                                             CAUSAL, HAS_WINDOW, True, BLOCK_N, LAZY_RESCALE)
-    if HELD:
-        acc = tlx.async_dot_wait(0, acc)
-        tlx.barrier_arrive(v_empties[v_idx], 1)
-    return p, m_i, l_i, acc
+    return p, m_i, l_i
 
 
 @triton.jit
@@ -292,24 +276,6 @@ def _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0, out_row0, h, qle
 
 
 @triton.jit
-def _finish_held_tile(desc_o, o_tiles, out_ptr, lse_ptr, acc, m_i, l_i, m0, out_row0, h, qlen,
-                      total_out, cid: tl.constexpr, H, HEAD_DIM: tl.constexpr,
-                      TMA_STORE_O: tl.constexpr, BROADCAST_Q: tl.constexpr,
-                      O_TMA_ONLY: tl.constexpr, RCP_NORMALISE: tl.constexpr, dtype: tl.constexpr):
-    """OVERLAP_TILES: the held tile's O and LSE once its last PV is done (broadcast Q: every held
-    tile had keys, so its O slice leaves by TMA as the tile's own epilogue would have sent it)."""
-    o, lse = _normalise(acc, m_i, l_i, RCP_NORMALISE, dtype)
-    if O_TMA_ONLY:
-        tma_o = m0 + cid * BLOCK_M_SPLIT < qlen
-    elif TMA_STORE_O:
-        tma_o = m0 + (cid + 1) * BLOCK_M_SPLIT <= qlen
-    else:
-        tma_o: tl.constexpr = False
-    _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0, out_row0, h, qlen, total_out, tma_o,
-                 cid, H, HEAD_DIM, TMA_STORE_O, BROADCAST_Q, O_TMA_ONLY)
-
-
-@triton.jit
 def jfa_fwd_kernel(
     desc_q, desc_k, desc_v,          # TMA: q [rows_q, Hq*D], k/v [total_kv, Hkv*D]
     desc_o,                          # TMA store of out [total_out, Hq*D] (TMA_STORE_O)
@@ -323,13 +289,9 @@ def jfa_fwd_kernel(
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
-    OVERLAP_TILES: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
-    # broadcast Q's tiles share the resident Q tile and stage O in tiles of their own, so a tile's
-    # last PV can wait for the next tile's first QK^T (self/cross would hold two Q slots)
-    tl.static_assert(not OVERLAP_TILES or BROADCAST_Q)
     dtype: tl.constexpr = tlx.dtype_of(desc_k)
     ELEM_BYTES: tl.constexpr = tlx.size_of(dtype)
     Q_BYTES: tl.constexpr = ELEM_BYTES * BM_SPLIT * HEAD_DIM
@@ -431,17 +393,6 @@ def jfa_fwd_kernel(
             cnt_q = 0
             last_q = -1
             held_o = 0  # O_IN_Q: the last Q slot holds an O slice a TMA store may still read
-            if OVERLAP_TILES:
-                # the held tile: its last PV not yet issued (p over K/V block cnt_kv - 1 into acc,
-                # its row state m_i / l_i), kept until the next tile's first QK^T is in flight
-                held = 0
-                held_m0 = 0
-                held_out_row0 = 0
-                held_h = 0
-                acc = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=tl.float32)
-                p = tl.zeros([BM_SPLIT, BLOCK_N], dtype=tl.float32 if LATE_P_CAST else dtype)
-                m_i = tl.zeros([BM_SPLIT], dtype=tl.float32)
-                l_i = tl.zeros([BM_SPLIT], dtype=tl.float32)
             if cid == NUM_GROUPS - 1:
                 tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # group 0 issues first
             valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
@@ -504,33 +455,11 @@ def jfa_fwd_kernel(
                             first_full, a, c = kv_unmasked_range(
                                 m0, qlen, klen, window, lo, nblk, CAUSAL, HAS_WINDOW, BLOCK_M,
                                 BLOCK_N)
-                            # prologue: QK^T of block 0 and its softmax, no PV of this tile yet
-                            if OVERLAP_TILES:
-                                if held:  # the held tile's last PV beside them, then its stores
-                                    p_f32, m_new, l_new, acc = _first_block(
-                                        q_buf, k_tiles, k_fulls, k_empties, v_tiles, v_fulls,
-                                        v_empties, acc, p, cnt_kv, first_full, lo, rows, klen,
-                                        window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
-                                        HAS_WINDOW, BLOCK_N, LAZY_RESCALE, True, dtype)
-                                    _finish_held_tile(
-                                        desc_o, o_tiles, out_ptr, lse_ptr, acc, m_i, l_i, held_m0,
-                                        held_out_row0, held_h, q_len, total_out, cid, H, HEAD_DIM,
-                                        TMA_STORE_O, BROADCAST_Q, O_TMA_ONLY, RCP_NORMALISE,
-                                        dtype)
-                                else:
-                                    p_f32, m_new, l_new, acc = _first_block(
-                                        q_buf, k_tiles, k_fulls, k_empties, v_tiles, v_fulls,
-                                        v_empties, acc, p, cnt_kv, first_full, lo, rows, klen,
-                                        window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
-                                        HAS_WINDOW, BLOCK_N, LAZY_RESCALE, False, dtype)
-                                m_i = m_new
-                                l_i = l_new
-                            else:
-                                p_f32, m_i, l_i, _unused = _first_block(
-                                    q_buf, k_tiles, k_fulls, k_empties, v_tiles, v_fulls, v_empties,
-                                    None, None, cnt_kv, first_full, lo, rows, klen, window,
-                                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW,
-                                    BLOCK_N, LAZY_RESCALE, False, dtype)
+                            # prologue: QK^T of block 0 and its softmax, no PV yet
+                            p_f32, m_i, l_i = _first_block(
+                                q_buf, k_tiles, k_fulls, k_empties, cnt_kv, first_full, lo, rows,
+                                klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
+                                HAS_WINDOW, BLOCK_N, LAZY_RESCALE)
                             acc = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=tl.float32)
                             p = p_f32 if LATE_P_CAST else p_f32.to(dtype)
                             cnt_kv += 1
@@ -556,39 +485,21 @@ def jfa_fwd_kernel(
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                     qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
                                     BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
-                            if OVERLAP_TILES:  # the last PV waits for the next tile's first QK^T
-                                held = 1
-                                held_m0 = m0
-                                held_out_row0 = out_row0
-                                held_h = h
-                            else:  # epilogue: PV of the last block
-                                acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties,
-                                                      cnt_kv - 1, NUM_BUF_KV, dtype)
-                                o, lse = _normalise(acc, m_i, l_i, RCP_NORMALISE, dtype)
-                                if O_IN_Q:
-                                    if tma_o:  # stage O in the Q tile: its last QK^T was waited on
-                                        tlx.fence("async_shared")
-                                        _tma_store_o(desc_o, q_buf, o,
-                                                     out_row0 + m0 + cid * BM_SPLIT, h * HEAD_DIM)
-                                        held_o = 1
-                    if OVERLAP_TILES:
-                        if nblk == 0:  # O = 0, LSE = -inf now; a held tile stays held
-                            _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0, out_row0, h,
-                                         qlen, total_out, tma_o, cid, H, HEAD_DIM, TMA_STORE_O,
-                                         BROADCAST_Q, O_TMA_ONLY)
-                    else:
-                        _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0, out_row0, h,
-                                     qlen, total_out, tma_o, cid, H, HEAD_DIM, TMA_STORE_O,
-                                     BROADCAST_Q, O_TMA_ONLY)
+                            # epilogue: PV of the last block
+                            acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,
+                                                  NUM_BUF_KV, dtype)
+                            o, lse = _normalise(acc, m_i, l_i, RCP_NORMALISE, dtype)
+                            if O_IN_Q:
+                                if tma_o:  # stage O in the Q tile: its last QK^T was waited on
+                                    tlx.fence("async_shared")
+                                    _tma_store_o(desc_o, q_buf, o, out_row0 + m0 + cid * BM_SPLIT,
+                                                 h * HEAD_DIM)
+                                    held_o = 1
+                    _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0, out_row0, h, qlen,
+                                 total_out, tma_o, cid, H, HEAD_DIM, TMA_STORE_O, BROADCAST_Q,
+                                 O_TMA_ONLY)
                 valid, b, h, mb = n_valid, n_b, n_h, n_mb
                 q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
                 n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb
-            if OVERLAP_TILES:
-                if held:
-                    acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,
-                                          NUM_BUF_KV, dtype)
-                    _finish_held_tile(desc_o, o_tiles, out_ptr, lse_ptr, acc, m_i, l_i, held_m0,
-                                      held_out_row0, held_h, q_len, total_out, cid, H, HEAD_DIM,
-                                      TMA_STORE_O, BROADCAST_Q, O_TMA_ONLY, RCP_NORMALISE, dtype)
             if TMA_STORE_O:
                 tlx.async_descriptor_store_wait(0)  # the last O stores finish before the CTA exits

@@ -650,51 +650,6 @@ def test_forward_switch_changes_no_value(case, field):
     assert torch.equal(out, out_f) and torch.equal(lse, lse_f)
 
 
-def overlap_cases() -> list[Case]:
-    """Broadcast cases for FwdConfig.overlap_tiles: flip_cases' and o_store_cases' (q_len 64 to
-    300, 2 and 3 groups, D=64 and 128, masks, GQA, fp16, O slices straddling q_len, sequences
-    without keys or with one)."""
-    return [c for c in flip_cases() + o_store_cases() if c.mode == "bcast"]
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", overlap_cases(), ids=lambda c: c.name)
-def test_overlapped_tiles_change_no_value(case):
-    """FwdConfig.overlap_tiles (a tile's last PV and stores after the next tile's first QK^T)
-    against the reference, and bit-identical to it off on grids of 1 (one CTA holds each tile
-    across the next: other heads and q-blocks, sequences without keys), 3 and one CTA per SM."""
-    from kernels import tlx_hopper
-
-    res = check_forward(case, seed=zlib.crc32(case.name.encode()), overrides={"overlap_tiles": True})
-    assert res["ok"], res
-    q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
-    params = _params(case, 1 / math.sqrt(case.d))
-    default = tlx_hopper.call_fwd_config(q, k, k_off, params)
-    tlx_hopper.POISON_OUTPUTS = True  # a row neither run wrote stays NaN: never equal
-    try:
-        for grid in (1, 3, None):
-            tlx_hopper.GRID_OVERRIDE = grid
-            (out, lse), (out_o, lse_o) = [
-                tlx_hopper.forward(q, k, v, q_off, k_off, params,
-                                   config=dataclasses.replace(default, overlap_tiles=on))
-                for on in (False, True)]
-            assert torch.equal(out, out_o) and torch.equal(lse, lse_o), f"grid {grid}"
-    finally:
-        tlx_hopper.GRID_OVERRIDE = None
-
-
-@pytest.mark.gpu
-def test_overlap_tiles_rule():
-    from kernels import tlx_hopper
-
-    case = Case("self", 4, 64, 64)
-    q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
-    cfg = dataclasses.replace(tlx_hopper.fwd_config(case.d, False, 0), overlap_tiles=True)
-    with pytest.raises(ValueError, match=r"overlap_tiles needs broadcast_q"):
-        tlx_hopper.forward(q, k, v, q_off, k_off, _params(case, 0.1), config=cfg)
-
-
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", [Case("bcast", 9, 128, 300), Case("self", 9, 200, 200)],
