@@ -14,6 +14,7 @@ and a hang (barrier bug) only stalls one shard:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -173,6 +174,18 @@ def _rel(a, b):
     return ((a - b).norm() / b.norm().clamp_min(1e-6)).item()
 
 
+@contextlib.contextmanager
+def persistent_grid(n: int | None):
+    """The TLX launchers' persistent grid forced to n CTAs inside the block (None: one per SM)."""
+    from kernels import tlx_hopper
+
+    tlx_hopper.GRID_OVERRIDE = n
+    try:
+        yield
+    finally:
+        tlx_hopper.GRID_OVERRIDE = None
+
+
 def check_forward(case: Case, seed: int = 0, inputs=None, overrides: dict | None = None) -> dict:
     """(out, lse) against the reference; inputs: make_inputs' tuple (default: make_inputs(case,
     seed)); overrides: FwdConfig fields changed from `fwd_config`'s choice."""
@@ -185,11 +198,8 @@ def check_forward(case: Case, seed: int = 0, inputs=None, overrides: dict | None
     if overrides:
         config = dataclasses.replace(tlx_hopper.call_fwd_config(q, k, k_off, params), **overrides)
     tlx_hopper.POISON_OUTPUTS = True
-    tlx_hopper.GRID_OVERRIDE = case.grid
-    try:
+    with persistent_grid(case.grid):
         out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
-    finally:
-        tlx_hopper.GRID_OVERRIDE = None
     torch.cuda.synchronize()
     ref_out, ref_lse = reference(q, k, v, q_lens, k_lens, case, scale)
     res = {"case": case.name, "pass": "fwd"}
@@ -230,15 +240,12 @@ def check_backward(case: Case, seed: int = 0, overrides: dict | None = None) -> 
     params = _params(case, scale)
     config = dataclasses.replace(tlx_hopper_config(case), **overrides) if overrides else None
     tlx_hopper.POISON_OUTPUTS = True
-    tlx_hopper.GRID_OVERRIDE = case.grid
-    try:
+    with persistent_grid(case.grid):
         out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params)
         g = torch.Generator(device=q.device).manual_seed(seed + 1)
         do = torch.randn(out.shape, generator=g, device=q.device, dtype=out.dtype)
         dq, dk, dv = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params, config=config)
         torch.cuda.synchronize()
-    finally:
-        tlx_hopper.GRID_OVERRIDE = None
     qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
     ref_out, _ = reference(qf, kf, vf, q_lens, k_lens, case, scale)
     (ref_out * do.float()).sum().backward()
@@ -283,11 +290,8 @@ def check_bwd_determinism(case: Case, grids=(1, 3, 7), config=None) -> dict:
     again = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params, config=config)
     bad = [n for n, a, b in zip("dq dk dv".split(), base, again) if not torch.equal(a, b)]
     for g in grids:
-        tlx_hopper.GRID_OVERRIDE = g
-        try:
+        with persistent_grid(g):
             other = tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params, config=config)
-        finally:
-            tlx_hopper.GRID_OVERRIDE = None
         names = ("dk", "dv") if case.mode == "bcast" else ("dq", "dk", "dv")
         bad += [f"{n}@grid{g}" for n, a, b in zip("dq dk dv".split(), base, other)
                 if n in names and not torch.equal(a, b)]
@@ -301,15 +305,13 @@ def check_grid_determinism(case: Case, grids=(1, 3, 7)) -> dict:
 
     q, k, v, q_off, k_off, *_ = make_inputs(case, 1)
     params = _params(case, 1.0 / math.sqrt(case.d))
-    tlx_hopper.GRID_OVERRIDE = None
     base = tlx_hopper.forward(q, k, v, q_off, k_off, params)
     bad = []
     for g in grids:
-        tlx_hopper.GRID_OVERRIDE = g
-        o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
+        with persistent_grid(g):
+            o, l = tlx_hopper.forward(q, k, v, q_off, k_off, params)
         if not (torch.equal(o, base[0]) and torch.equal(l, base[1])):
             bad.append(g)
-    tlx_hopper.GRID_OVERRIDE = None
     torch.cuda.synchronize()
     return {"case": case.name, "pass": "grid", "ok": not bad, "errors": [f"grid {g}" for g in bad]}
 
@@ -324,13 +326,10 @@ def check_o_store_paths(case: Case, seed: int = 0) -> dict:
     bcast = case.mode == "bcast"  # TMA store from its own O staging tiles (D=128; the test forces it at D=64)
     cfg = tlx_hopper.fwd_config(case.d, bcast, case.max_q if bcast else 0)
     tlx_hopper.POISON_OUTPUTS = True
-    tlx_hopper.GRID_OVERRIDE = case.grid
-    try:
+    with persistent_grid(case.grid):
         outs = [tlx_hopper.forward(q, k, v, q_off, k_off, params,
                                    config=dataclasses.replace(cfg, tma_store_o=tma))
                 for tma in (True, False)]
-    finally:
-        tlx_hopper.GRID_OVERRIDE = None
     torch.cuda.synchronize()
     (o_tma, lse_tma), (o_st, lse_st) = outs
     errs = []
@@ -804,15 +803,12 @@ def test_pma_epilogues_change_no_gradient(case):
                     pma_dk_stage=True, pma_split_ps=True, pma_dk_early=False,
                     pma_dv_in_dk_stage=True)}
     tlx_hopper.POISON_OUTPUTS = True
-    tlx_hopper.GRID_OVERRIDE = case.grid
-    try:
+    with persistent_grid(case.grid):
         out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params)
         do = torch.randn_like(out)
         grads = {name: tlx_hopper.backward(do, q, k, v, out, lse, q_off, k_off, params,
                                            config=dataclasses.replace(base, **fields))
                  for name, fields in variants.items()}
-    finally:
-        tlx_hopper.GRID_OVERRIDE = None
     ref = grads.pop("dk over P^T")
     for variant, got in grads.items():
         for name, a, b in zip(("dq", "dk", "dv"), ref, got):
