@@ -268,7 +268,6 @@ def test_schedule_order_heaviest_first_both_builders(bcast, max_len):
         assert _decode(entries[:len(want)]) == [divmod(e, num_mb) for e in want], use_torch
 
 
-
 # 159 entries (7 classes per pass at most), 1,800 (5), 2,100 (4) and 9,000 (beyond
 # PACKED_MAX_BLOCK: 1)
 @pytest.mark.parametrize("B,fields", [(53, 7), (53, 4), (600, None), (600, 1), (700, None),
