@@ -649,6 +649,70 @@ def test_forward_switch_changes_no_value(case, field):
     assert torch.equal(out, out_f) and torch.equal(lse, lse_f)
 
 
+def rotation_cases() -> list[Case]:
+    """Broadcast Q with the consumer groups taking the tiles' 64-row slices in turn: random lengths
+    (empty and full ones in), causal and windowed masks, GQA, fp16, q_len not a multiple of 64 and
+    of one slice, no keys at all, long keys, D=64, and grids of one and two CTAs per (head,
+    q-block) pair (with two, one CTA has fewer tiles than the other)."""
+    return [Case("bcast", 300, 128, 260, 3, 3), Case("bcast", 200, 128, 200, 4, 2, 128, "fp16", True),
+            Case("bcast", 100, 128, 300, 2, 2, 128, "bf16", False, 37),
+            Case("bcast", 120, 100, 129, 2, 2), Case("bcast", 90, 64, 150, 2, 2),
+            Case("bcast", 60, 1, 100, 2, 2), Case("bcast", 50, 128, 100, 2, 2, lens="empty_kv"),
+            Case("bcast", 10, 128, 1500, 2, 2, lens="long"), Case("bcast", 100, 128, 300, 2, 2, 64),
+            Case("bcast", 65, 128, 200, 3, 3, grid=3), Case("bcast", 65, 128, 200, 3, 3, grid=7)]
+
+
+def rotation_configs(case: Case):
+    """(the launcher's 64-key broadcast configuration, the same with three groups rotating over
+    the tiles' slices, at 160 registers each and four K/V stages where shared memory allows)."""
+    from kernels import tlx_hopper
+
+    base = tlx_hopper.fwd_config(case.d, True, case.max_q)
+    stages = base.num_buf_kv if case.d == 64 else (4 if case.max_q % 64 == 0 else 3)
+    return base, dataclasses.replace(base, num_groups=3, q_slices=-(-case.max_q // 64),
+                                     consumer_regs=160, late_p_cast=False, num_buf_kv=stages)
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", rotation_cases(), ids=lambda c: c.name)
+def test_forward_groups_taking_slices_in_turn(case):
+    """Three groups over two-slice (or one-slice) tiles, against the reference, and bit-identical
+    to two groups in ping-pong: each slice is computed by the same code, only elsewhere."""
+    from kernels import tlx_hopper
+
+    base, rotating = rotation_configs(case)
+    res = check_forward(case, seed=zlib.crc32(case.name.encode()),
+                        overrides=dataclasses.asdict(rotating))
+    assert res["ok"], res
+    q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
+    params = _params(case, 1 / math.sqrt(case.d))
+    with persistent_grid(case.grid):
+        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=base)
+        out_r, lse_r = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=rotating)
+    assert torch.equal(out, out_r) and torch.equal(lse, lse_r)
+
+
+@pytest.mark.gpu
+def test_rotating_groups_rule():
+    """Fewer slices than groups needs broadcast Q on the resident schedule (a pair per CTA)."""
+    from kernels import tlx_hopper
+
+    case = Case("bcast", 8, 128, 64, 3, 3)
+    q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
+    _, rotating = rotation_configs(case)
+    with persistent_grid(2), pytest.raises(
+            ValueError, match=r"tlx FwdConfig: q_slices < num_groups needs broadcast_q with at most "
+                              r"one \(head, q-block\) pair per CTA .* 3 pairs on 2 CTAs"):
+        tlx_hopper.forward(q, k, v, q_off, k_off, _params(case, 0.1), config=rotating)
+    self_case = Case("self", 4, 64, 64)
+    q, k, v, q_off, k_off, _, _ = make_inputs(self_case, 0)
+    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, False, 0), num_groups=3, q_slices=2,
+                              consumer_regs=160)
+    with pytest.raises(ValueError, match=r"q_slices < num_groups needs broadcast_q.*broadcast_q=False"):
+        tlx_hopper.forward(q, k, v, q_off, k_off, _params(self_case, 0.1), config=cfg)
+
+
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", [Case("bcast", 9, 128, 300), Case("self", 9, 200, 200)],
