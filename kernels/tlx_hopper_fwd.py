@@ -1,18 +1,15 @@
 """TLX warp-specialised jagged flash-attention forward for Hopper (sm_90).
 
 One persistent CTA per SM walks the device-built schedule of `tlx_schedule` (tiles = batch, q-head,
-q-block of NUM_SLICES*64 query rows). Warp roles:
+q-block of NUM_GROUPS*64 query rows). Warp roles:
 
-- producer (the default warpgroup): TMA loads of the Q tile (64-row slices, skipped
+- producer (the default warpgroup): TMA loads of the Q tile (one 64-row slice per consumer, skipped
   while the tile's Q is already resident) and of the K/V blocks into NUM_BUF_KV-deep shared-memory
   rings, each slot guarded by a full/empty mbarrier pair.
 - NUM_GROUPS consumer warpgroups (2 or 3), 64 query rows each, in ping-pong: the QK^T wgmma of the
   groups is issued in turn (named barriers 9, 10, 11 in a ring) so that one group's softmax overlaps
   the other's tensor-core work. Online softmax in registers (base-2, scale folded in), the PV wgmma
-  of block j-1 overlapped with the QK^T of block j. With fewer 64-row slices per tile than groups
-  (NUM_SLICES < NUM_GROUPS: PMA q128 on three groups) the groups instead take the tiles' slices in
-  turn, each at its own pace, so one tile's serial chain (first QK^T, last PV, epilogue) overlaps
-  another's.
+  of block j-1 overlapped with the QK^T of block j.
 
 Jagged handling (see ../shared/kernels/HOPPER_JFA_PITFALLS.md): TMA boxes read packed
 [total, H*D] rows, so rows past a sequence's end are the neighbour's; scores past klen (and outside
@@ -171,25 +168,6 @@ def _release_staged_q_slot(q_empties, release, held_o):
 
 
 @triton.jit
-def _pass_kv_blocks(k_fulls, k_empties, v_fulls, v_empties, cnt, n, cid: tl.constexpr,
-                    NUM_GROUPS: tl.constexpr, PINGPONG: tl.constexpr, NUM_BUF_KV: tl.constexpr):
-    """K/V blocks cnt .. cnt+n-1 seen and handed back without the math (a group with nothing to
-    compute on them), in the ping-pong's turn; returns cnt + n. Every group waits for every block
-    in order, so no group gets a ring round ahead of the loads (a slot's full barrier tells its
-    fills apart by parity only) or one behind them."""
-    for j in range(0, n):
-        kv_idx, kv_phase = _bufidx_phase(cnt, NUM_BUF_KV)
-        tlx.barrier_wait(k_fulls[kv_idx], kv_phase)
-        _pingpong_enter(cid, PINGPONG)
-        _pingpong_leave(cid, NUM_GROUPS, PINGPONG)
-        tlx.barrier_arrive(k_empties[kv_idx], 1)
-        tlx.barrier_wait(v_fulls[kv_idx], kv_phase)  # this block's V
-        tlx.barrier_arrive(v_empties[kv_idx], 1)
-        cnt += 1
-    return cnt
-
-
-@triton.jit
 def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p,
                       m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
                       cid: tl.constexpr, NUM_GROUPS: tl.constexpr, PINGPONG: tl.constexpr,
@@ -318,9 +296,8 @@ def jfa_fwd_kernel(
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_SLICES
     # fewer 64-row slices per tile than groups: the groups take the tiles' slices in turn (slice
     # s of the it-th tile is unit it * NUM_SLICES + s; group cid takes the units = cid mod
-    # NUM_GROUPS), each at its own pace, so no ping-pong; a group passes the K/V blocks of a tile
-    # it has no slice of (`_pass_kv_blocks`); Q (broadcast, resident schedule: one q-block per
-    # CTA) is loaded once
+    # NUM_GROUPS), each on its own, so no ping-pong; Q (broadcast, resident schedule: one
+    # q-block per CTA) is loaded once
     ROTATE: tl.constexpr = NUM_SLICES < NUM_GROUPS
     PINGPONG: tl.constexpr = not ROTATE
     tl.static_assert(NUM_SLICES <= NUM_GROUPS)
@@ -343,12 +320,13 @@ def jfa_fwd_kernel(
     if WARP_ARRIVE:
         # every consumer thread arrives on its own once its wgmma that read the slot was waited on:
         # no warpgroup sync before each arrive (a plain mbarrier takes one thread's arrival after a
-        # bar.sync of its 128 threads, two per arrive in the sm_90 SASS)
-        k_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * NUM_GROUPS)
-        v_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * NUM_GROUPS)
+        # bar.sync of its 128 threads, two per arrive in the sm_90 SASS); a K/V block is read
+        # once per slice of its tile
+        k_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * NUM_SLICES)
+        v_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * NUM_SLICES)
     else:
-        k_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
-        v_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
+        k_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_SLICES)
+        v_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_SLICES)
     # TMA_STORE_O: self/cross attention stage O in the group's Q tile (NUM_BUF_Q >= 2: the next
     # tile's Q arrives in the other slot while the store drains); broadcast Q stays resident, so
     # each group stages it in a tile of its own, reused once the previous tile's store read it
@@ -441,12 +419,10 @@ def jfa_fwd_kernel(
                     n_b, q_off, k_off, q_len, BROADCAST_Q)
                 if ROTATE:  # this tile's slice for this group, if any (>= NUM_SLICES: none)
                     s = (cid + NUM_GROUPS - it * NUM_SLICES % NUM_GROUPS) % NUM_GROUPS
-                    if valid & (s >= NUM_SLICES):  # the other groups' tile: pass its blocks
+                    if valid & (s >= NUM_SLICES):  # the others' slices: the K/V count moves on
                         _, other_blocks = kv_block_range(mb * BLOCK_M, qlen, klen, window, CAUSAL,
                                                          HAS_WINDOW, BLOCK_M, BLOCK_N)
-                        cnt_kv = _pass_kv_blocks(k_fulls, k_empties, v_fulls, v_empties, cnt_kv,
-                                                 other_blocks, cid, NUM_GROUPS, PINGPONG,
-                                                 NUM_BUF_KV)
+                        cnt_kv += other_blocks
                     valid = valid & (s < NUM_SLICES)
                 else:
                     s: tl.constexpr = cid
@@ -486,9 +462,15 @@ def jfa_fwd_kernel(
                             if O_IN_Q:
                                 _release_staged_q_slot(q_empties, release, held_o)
                             held_o = 0
-                            cnt_kv = _pass_kv_blocks(k_fulls, k_empties, v_fulls, v_empties,
-                                                     cnt_kv, nblk, cid, NUM_GROUPS, PINGPONG,
-                                                     NUM_BUF_KV)
+                            for j in range(0, nblk):
+                                kv_idx, kv_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
+                                tlx.barrier_wait(k_fulls[kv_idx], kv_phase)
+                                _pingpong_enter(cid, PINGPONG)
+                                _pingpong_leave(cid, NUM_GROUPS, PINGPONG)
+                                tlx.barrier_arrive(k_empties[kv_idx], 1)
+                                tlx.barrier_wait(v_fulls[kv_idx], kv_phase)  # this block's V
+                                tlx.barrier_arrive(v_empties[kv_idx], 1)
+                                cnt_kv += 1
                         else:
                             first_full, a, c = kv_unmasked_range(
                                 m0, qlen, klen, window, lo, nblk, CAUSAL, HAS_WINDOW, BLOCK_M,
