@@ -52,8 +52,7 @@ def fwd_variants(overrides: dict | None = None):
             if bcast:  # a self/cross-only field: the launcher refuses it with broadcast_q
                 cfg = dataclasses.replace(cfg, skip_idle_groups=False)
             name = (f"fwd d{d} {dt} causal={int(causal)} window={int(window)} bcast={int(bcast)}"
-                    f" q{q_len if bcast else '-'} G{cfg.num_groups}"
-                    + (f" S{cfg.q_slices}" if cfg.q_slices else "") + f" BN{cfg.block_n}"
+                    f" q{q_len if bcast else '-'} G{cfg.num_groups} BN{cfg.block_n}"
                     + (" long" if long_kv else ""))
             yield name, cfg, d, dt, causal, window, bcast, q_len if bcast else 0
 
@@ -71,7 +70,7 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len):
         "NUM_MB": "i32", "total_out": "i32", "ctas_per_pair": "i32", "tile_window": "i32",
     }
     const = dict(HEAD_DIM=d, BLOCK_N=cfg.block_n, NUM_GROUPS=cfg.num_groups,
-                 NUM_SLICES=cfg.q_slices or cfg.num_groups, NUM_BUF_Q=cfg.num_buf_q, NUM_BUF_KV=cfg.num_buf_kv,
+                 NUM_BUF_Q=cfg.num_buf_q, NUM_BUF_KV=cfg.num_buf_kv,
                  CONSUMER_REGS=cfg.consumer_regs, CAUSAL=causal, HAS_WINDOW=window,
                  BROADCAST_Q=bcast, RESIDENT=bcast, TMA_STORE_O=cfg.tma_store_o,
                  SKIP_IDLE_GROUPS=cfg.skip_idle_groups, LATE_P_CAST=cfg.late_p_cast,

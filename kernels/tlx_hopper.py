@@ -106,7 +106,7 @@ def supports(query, key, value, params) -> str | None:
 # ------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class FwdConfig:
-    num_groups: int      # consumer warpgroups
+    num_groups: int      # consumer warpgroups; BLOCK_M = 64 * num_groups
     block_n: int
     num_buf_q: int
     num_buf_kv: int
@@ -154,15 +154,10 @@ class FwdConfig:
     # 1.014 and dense 1.018 (one process), so `fwd_config` takes it for broadcast Q at D=128 only.
     # The backward passes after their builds gained nothing (run 36: 0.983-1.015 forward+backward)
     pdl: bool = False
-    # 64-row query slices per tile (BLOCK_M = 64 * q_slices); 0: one per consumer group, each
-    # group owning its slice of every tile, in ping-pong. Fewer than num_groups (broadcast Q on the
-    # resident schedule only): the groups take the tiles' slices in turn, each at its own pace, so
-    # short tiles' serial chains (first QK^T, last PV, epilogue) overlap; outputs bit-identical
-    q_slices: int = 0
 
     @property
     def block_m(self) -> int:
-        return 64 * (self.q_slices or self.num_groups)
+        return 64 * self.num_groups
 
 
 # mean keys per sequence from which broadcast Q (q_len <= 128, D = 128) takes 128-key blocks
@@ -265,10 +260,6 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
     not fit in shared memory."""
     _check_count(cfg, "tile_window", 0, "0: one sequence's blocks")
     if not isinstance(cfg, BwdConfig):
-        _check_count(cfg, "q_slices", 0, "0: one per consumer group")
-        if cfg.q_slices > cfg.num_groups:
-            raise ValueError(f"tlx FwdConfig: q_slices must be at most num_groups "
-                             f"({cfg.num_groups}), got {cfg.q_slices}")
         return
     _check_count(cfg, "pma_buf_k", 1, "ring slots")
     _check_count(cfg, "pma_buf_v", 1, "ring slots")
@@ -378,10 +369,6 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
     ctas_per_pair = n_prog // pairs if resident else 1
     if resident:
         n_prog = pairs * ctas_per_pair
-    if 0 < cfg.q_slices < cfg.num_groups and not resident:
-        raise ValueError(f"tlx FwdConfig: q_slices < num_groups needs broadcast_q with at most one "
-                         f"(head, q-block) pair per CTA (the resident schedule), got "
-                         f"broadcast_q={broadcast}, {pairs} pairs on {n_prog} CTAs")
     desc_q = _descriptor(query, query.shape[0], 64)
     desc_k = _descriptor(key, key.shape[0], cfg.block_n)
     desc_v = _descriptor(value, value.shape[0], cfg.block_n)
@@ -392,8 +379,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         tile_entry, n_entries,
         _sm_scale(params, d), 0 if window is None else int(window), B, hq, hq // hkv, q_len,
         num_mb, total_out, ctas_per_pair, cfg.tile_window or num_mb,
-        HEAD_DIM=d, BLOCK_N=cfg.block_n, NUM_GROUPS=cfg.num_groups,
-        NUM_SLICES=cfg.q_slices or cfg.num_groups, NUM_BUF_Q=cfg.num_buf_q,
+        HEAD_DIM=d, BLOCK_N=cfg.block_n, NUM_GROUPS=cfg.num_groups, NUM_BUF_Q=cfg.num_buf_q,
         NUM_BUF_KV=cfg.num_buf_kv, CONSUMER_REGS=cfg.consumer_regs, CAUSAL=bool(params.causal),
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
         TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,

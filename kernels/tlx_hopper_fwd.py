@@ -96,15 +96,13 @@ def _bufidx_phase(cnt, NUM_BUF: tl.constexpr):
 
 
 @triton.jit
-def _pingpong_enter(cid: tl.constexpr, PINGPONG: tl.constexpr):
-    if PINGPONG:
-        tlx.named_barrier_wait(PINGPONG_BAR + cid, 256)
+def _pingpong_enter(cid: tl.constexpr, NUM_GROUPS: tl.constexpr):
+    tlx.named_barrier_wait(PINGPONG_BAR + cid, 256)
 
 
 @triton.jit
-def _pingpong_leave(cid: tl.constexpr, NUM_GROUPS: tl.constexpr, PINGPONG: tl.constexpr):
-    if PINGPONG:
-        tlx.named_barrier_arrive(PINGPONG_BAR + (cid + 1) % NUM_GROUPS, 256)
+def _pingpong_leave(cid: tl.constexpr, NUM_GROUPS: tl.constexpr):
+    tlx.named_barrier_arrive(PINGPONG_BAR + (cid + 1) % NUM_GROUPS, 256)
 
 
 @triton.jit
@@ -170,18 +168,18 @@ def _release_staged_q_slot(q_empties, release, held_o):
 @triton.jit
 def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p,
                       m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
-                      cid: tl.constexpr, NUM_GROUPS: tl.constexpr, PINGPONG: tl.constexpr,
-                      NUM_BUF_KV: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
-                      MASK: tl.constexpr, BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
+                      cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
+                      CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, MASK: tl.constexpr,
+                      BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
                       LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr):
     """Steady state: QK^T of block cnt overlapped with PV of block cnt-1 (p holds its probs: in
     the MMA dtype, or fp32 with LATE_P_CAST, cast only once this block's QK^T is issued, so the
     cast runs beside the tensor core instead of before the issue, as the TLX tutorial does)."""
     k_idx, k_phase = _bufidx_phase(cnt, NUM_BUF_KV)
     tlx.barrier_wait(k_fulls[k_idx], k_phase)
-    _pingpong_enter(cid, PINGPONG)
+    _pingpong_enter(cid, NUM_GROUPS)
     qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
-    _pingpong_leave(cid, NUM_GROUPS, PINGPONG)
+    _pingpong_leave(cid, NUM_GROUPS)
     if LATE_P_CAST:
         p = p.to(dtype)
     v_idx, v_phase = _bufidx_phase(cnt - 1, NUM_BUF_KV)
@@ -204,18 +202,18 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
 
 @triton.jit
 def _first_block(q_buf, k_tiles, k_fulls, k_empties, cnt, first_full, start_n, rows, klen, window,
-                 qk_scale, cid: tl.constexpr, NUM_GROUPS: tl.constexpr, PINGPONG: tl.constexpr,
-                 NUM_BUF_KV: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
-                 BLOCK_N: tl.constexpr, LAZY_RESCALE: tl.constexpr):
+                 qk_scale, cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
+                 CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BLOCK_N: tl.constexpr,
+                 LAZY_RESCALE: tl.constexpr):
     """A tile's first block: the QK^T of K/V block cnt and its softmax from an empty row state, no
     PV yet; returns (p fp32, m_i, l_i)."""
     m_i = tl.zeros([BLOCK_M_SPLIT], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([BLOCK_M_SPLIT], dtype=tl.float32)
     k_idx, k_phase = _bufidx_phase(cnt, NUM_BUF_KV)
     tlx.barrier_wait(k_fulls[k_idx], k_phase)
-    _pingpong_enter(cid, PINGPONG)
+    _pingpong_enter(cid, NUM_GROUPS)
     qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
-    _pingpong_leave(cid, NUM_GROUPS, PINGPONG)
+    _pingpong_leave(cid, NUM_GROUPS)
     qk = tlx.async_dot_wait(0, qk)
     tlx.barrier_arrive(k_empties[k_idx], 1)
     # a runtime branch: the mask costs ~100 instructions per consumer and tile (sm_90 SASS), the
@@ -255,12 +253,13 @@ def _normalise(acc, m_i, l_i, RCP_NORMALISE: tl.constexpr, dtype: tl.constexpr):
 
 
 @triton.jit
-def _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, row0, out_row0, h, qlen, total_out,
-                 tma_o, cid: tl.constexpr, H, HEAD_DIM: tl.constexpr, TMA_STORE_O: tl.constexpr,
+def _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0, out_row0, h, qlen, total_out, tma_o,
+                 cid: tl.constexpr, H, HEAD_DIM: tl.constexpr, TMA_STORE_O: tl.constexpr,
                  BROADCAST_Q: tl.constexpr, O_TMA_ONLY: tl.constexpr):
-    """Group cid's O slice, query rows row0 .. row0 + 63 (broadcast Q: by TMA from the group's
-    staging tile when tma_o; self/cross staged theirs in the Q tile already) and its LSE, rows <
-    qlen only: the rows past it belong to the next sequence."""
+    """Group cid's O slice of q-block m0 (broadcast Q: by TMA from the group's staging tile when
+    tma_o; self/cross staged theirs in the Q tile already) and its LSE, rows < qlen only: the rows
+    past it belong to the next sequence."""
+    row0 = m0 + cid * BLOCK_M_SPLIT
     if TMA_STORE_O and BROADCAST_Q:
         if tma_o:  # in the group's O tile, once its previous store read it
             _wait_o_tile_read(cid)
@@ -285,23 +284,14 @@ def jfa_fwd_kernel(
     tile_entry, n_entries,           # schedule (tlx_schedule.build_schedule)
     sm_scale, window, B, H, G, q_len, NUM_MB, total_out, ctas_per_pair, tile_window,
     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, NUM_GROUPS: tl.constexpr,
-    NUM_SLICES: tl.constexpr, NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr,
-    CONSUMER_REGS: tl.constexpr,
+    NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
-    BLOCK_M: tl.constexpr = BM_SPLIT * NUM_SLICES
-    # fewer 64-row slices per tile than groups: the groups take the tiles' slices in turn (slice
-    # s of the it-th tile is unit it * NUM_SLICES + s; group cid takes the units = cid mod
-    # NUM_GROUPS), each on its own, so no ping-pong; Q (broadcast, resident schedule: one
-    # q-block per CTA) is loaded once
-    ROTATE: tl.constexpr = NUM_SLICES < NUM_GROUPS
-    PINGPONG: tl.constexpr = not ROTATE
-    tl.static_assert(NUM_SLICES <= NUM_GROUPS)
-    tl.static_assert(not ROTATE or (BROADCAST_Q and RESIDENT))
+    BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
     dtype: tl.constexpr = tlx.dtype_of(desc_k)
     ELEM_BYTES: tl.constexpr = tlx.size_of(dtype)
     Q_BYTES: tl.constexpr = ELEM_BYTES * BM_SPLIT * HEAD_DIM
@@ -310,23 +300,22 @@ def jfa_fwd_kernel(
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
     # ---- shared memory and barriers -------------------------------------------------------
-    q_tiles = tlx.local_alloc((BM_SPLIT, HEAD_DIM), dtype, NUM_SLICES * NUM_BUF_Q)
+    q_tiles = tlx.local_alloc((BM_SPLIT, HEAD_DIM), dtype, NUM_GROUPS * NUM_BUF_Q)
     k_tiles = tlx.local_alloc((BLOCK_N, HEAD_DIM), dtype, NUM_BUF_KV)
     v_tiles = tlx.local_alloc((BLOCK_N, HEAD_DIM), dtype, NUM_BUF_KV)
-    q_fulls = tlx.alloc_barriers(num_barriers=NUM_SLICES * NUM_BUF_Q, arrive_count=1)
-    q_empties = tlx.alloc_barriers(num_barriers=NUM_SLICES * NUM_BUF_Q, arrive_count=1)
+    q_fulls = tlx.alloc_barriers(num_barriers=NUM_GROUPS * NUM_BUF_Q, arrive_count=1)
+    q_empties = tlx.alloc_barriers(num_barriers=NUM_GROUPS * NUM_BUF_Q, arrive_count=1)
     k_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=1)
     v_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=1)
     if WARP_ARRIVE:
         # every consumer thread arrives on its own once its wgmma that read the slot was waited on:
         # no warpgroup sync before each arrive (a plain mbarrier takes one thread's arrival after a
-        # bar.sync of its 128 threads, two per arrive in the sm_90 SASS); a K/V block is read
-        # once per slice of its tile
-        k_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * NUM_SLICES)
-        v_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * NUM_SLICES)
+        # bar.sync of its 128 threads, two per arrive in the sm_90 SASS)
+        k_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * NUM_GROUPS)
+        v_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * NUM_GROUPS)
     else:
-        k_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_SLICES)
-        v_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_SLICES)
+        k_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
+        v_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
     # TMA_STORE_O: self/cross attention stage O in the group's Q tile (NUM_BUF_Q >= 2: the next
     # tile's Q arrives in the other slot while the store drains); broadcast Q stays resident, so
     # each group stages it in a tile of its own, reused once the previous tile's store read it
@@ -370,7 +359,7 @@ def jfa_fwd_kernel(
                         q_key = (q_row0 + m0) * H + h
                         if q_key != last_q:
                             q_idx, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
-                            for g in tl.static_range(NUM_SLICES):
+                            for g in tl.static_range(NUM_GROUPS):
                                 slot = g * NUM_BUF_Q + q_idx
                                 tlx.barrier_wait(q_empties[slot], q_phase ^ 1)
                                 tlx.barrier_expect_bytes(q_fulls[slot], Q_BYTES)
@@ -404,7 +393,7 @@ def jfa_fwd_kernel(
             cnt_q = 0
             last_q = -1
             held_o = 0  # O_IN_Q: the last Q slot holds an O slice a TMA store may still read
-            if PINGPONG and cid == NUM_GROUPS - 1:
+            if cid == NUM_GROUPS - 1:
                 tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # group 0 issues first
             valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
                                       ctas_per_pair, tile_window, RESIDENT)
@@ -417,25 +406,16 @@ def jfa_fwd_kernel(
                                                       RESIDENT)
                 n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(
                     n_b, q_off, k_off, q_len, BROADCAST_Q)
-                if ROTATE:  # this tile's slice for this group, if any (>= NUM_SLICES: none)
-                    s = (cid + NUM_GROUPS - it * NUM_SLICES % NUM_GROUPS) % NUM_GROUPS
-                    if valid & (s >= NUM_SLICES):  # the others' slices: the K/V count moves on
-                        _, other_blocks = kv_block_range(mb * BLOCK_M, qlen, klen, window, CAUSAL,
-                                                         HAS_WINDOW, BLOCK_M, BLOCK_N)
-                        cnt_kv += other_blocks
-                    valid = valid & (s < NUM_SLICES)
-                else:
-                    s: tl.constexpr = cid
                 if valid:
                     m0 = mb * BLOCK_M
                     lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW,
                                               BLOCK_M, BLOCK_N)
-                    rows = m0 + s * BM_SPLIT + tl.arange(0, BM_SPLIT)
+                    rows = m0 + cid * BM_SPLIT + tl.arange(0, BM_SPLIT)
                     o = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=dtype)  # rows that see no key
                     if O_TMA_ONLY:  # a whole slice inside the sequence, or none of it
-                        tma_o = m0 + s * BM_SPLIT < qlen
+                        tma_o = m0 + cid * BM_SPLIT < qlen
                     elif TMA_STORE_O:  # this group's O slice leaves by TMA store
-                        tma_o = (nblk > 0) & (m0 + (s + 1) * BM_SPLIT <= qlen)
+                        tma_o = (nblk > 0) & (m0 + (cid + 1) * BM_SPLIT <= qlen)
                     else:
                         tma_o: tl.constexpr = False
                     lse = tl.zeros([BM_SPLIT], dtype=tl.float32) - float("inf")
@@ -444,17 +424,17 @@ def jfa_fwd_kernel(
                         release = -1  # the previous Q slot, once no longer needed
                         if q_key != last_q:
                             if cnt_q > 0:
-                                release = s * NUM_BUF_Q + (cnt_q - 1) % NUM_BUF_Q
+                                release = cid * NUM_BUF_Q + (cnt_q - 1) % NUM_BUF_Q
                                 if not O_IN_Q:
                                     tlx.barrier_arrive(q_empties[release], 1)
                             cnt_q += 1
                             last_q = q_key
                         q_idx, q_phase = _bufidx_phase(cnt_q - 1, NUM_BUF_Q)
-                        q_buf = q_tiles[s * NUM_BUF_Q + q_idx]
-                        tlx.barrier_wait(q_fulls[s * NUM_BUF_Q + q_idx], q_phase)
+                        q_buf = q_tiles[cid * NUM_BUF_Q + q_idx]
+                        tlx.barrier_wait(q_fulls[cid * NUM_BUF_Q + q_idx], q_phase)
                         idle = False  # a compile-time False unless enabled: no branch at all
                         if SKIP_IDLE_GROUPS:
-                            idle = m0 + s * BM_SPLIT >= qlen
+                            idle = m0 + cid * BM_SPLIT >= qlen
                         if idle:
                             # every row of this group lies past qlen (the last q-block of a
                             # sequence): keep the K/V rings' and the ping-pong's protocol with the
@@ -465,8 +445,8 @@ def jfa_fwd_kernel(
                             for j in range(0, nblk):
                                 kv_idx, kv_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
                                 tlx.barrier_wait(k_fulls[kv_idx], kv_phase)
-                                _pingpong_enter(cid, PINGPONG)
-                                _pingpong_leave(cid, NUM_GROUPS, PINGPONG)
+                                _pingpong_enter(cid, NUM_GROUPS)
+                                _pingpong_leave(cid, NUM_GROUPS)
                                 tlx.barrier_arrive(k_empties[kv_idx], 1)
                                 tlx.barrier_wait(v_fulls[kv_idx], kv_phase)  # this block's V
                                 tlx.barrier_arrive(v_empties[kv_idx], 1)
@@ -478,8 +458,8 @@ def jfa_fwd_kernel(
                             # prologue: QK^T of block 0 and its softmax, no PV yet
                             p_f32, m_i, l_i = _first_block(
                                 q_buf, k_tiles, k_fulls, k_empties, cnt_kv, first_full, lo, rows,
-                                klen, window, qk_scale, cid, NUM_GROUPS, PINGPONG, NUM_BUF_KV,
-                                CAUSAL, HAS_WINDOW, BLOCK_N, LAZY_RESCALE)
+                                klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
+                                HAS_WINDOW, BLOCK_N, LAZY_RESCALE)
                             acc = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=tl.float32)
                             p = p_f32 if LATE_P_CAST else p_f32.to(dtype)
                             cnt_kv += 1
@@ -491,20 +471,20 @@ def jfa_fwd_kernel(
                                 acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                     q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
-                                    qk_scale, cid, NUM_GROUPS, PINGPONG, NUM_BUF_KV, CAUSAL,
-                                    HAS_WINDOW, True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
+                                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
+                                    BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
                             for j in range(a, c):
                                 acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                     q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
-                                    qk_scale, cid, NUM_GROUPS, PINGPONG, NUM_BUF_KV, CAUSAL,
-                                    HAS_WINDOW, False, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
+                                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False,
+                                    BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
                             for j in range(c, nblk):
                                 acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                     q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                     acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
-                                    qk_scale, cid, NUM_GROUPS, PINGPONG, NUM_BUF_KV, CAUSAL,
-                                    HAS_WINDOW, True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
+                                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
+                                    BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
                             # epilogue: PV of the last block
                             acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,
                                                   NUM_BUF_KV, dtype)
@@ -512,12 +492,12 @@ def jfa_fwd_kernel(
                             if O_IN_Q:
                                 if tma_o:  # stage O in the Q tile: its last QK^T was waited on
                                     tlx.fence("async_shared")
-                                    _tma_store_o(desc_o, q_buf, o, out_row0 + m0 + s * BM_SPLIT,
+                                    _tma_store_o(desc_o, q_buf, o, out_row0 + m0 + cid * BM_SPLIT,
                                                  h * HEAD_DIM)
                                     held_o = 1
-                    _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0 + s * BM_SPLIT,
-                                 out_row0, h, qlen, total_out, tma_o, cid, H, HEAD_DIM, TMA_STORE_O,
-                                 BROADCAST_Q, O_TMA_ONLY)
+                    _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0, out_row0, h, qlen,
+                                 total_out, tma_o, cid, H, HEAD_DIM, TMA_STORE_O, BROADCAST_Q,
+                                 O_TMA_ONLY)
                 valid, b, h, mb = n_valid, n_b, n_h, n_mb
                 q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
                 n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb

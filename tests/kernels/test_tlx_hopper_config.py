@@ -276,20 +276,3 @@ def test_lazy_rescale_and_reciprocal_for_broadcast_d128_only(head_dim, broadcast
     # D=64 was not measured
     cfg = fwd_config(head_dim, broadcast_q, q_len)
     assert cfg.lazy_rescale == cfg.rcp_normalise == (broadcast_q and head_dim == 128)
-
-
-@pytest.mark.parametrize("slices,ok", [(0, True), (1, True), (2, True), (3, True), (4, False), (-1, False),
-                                       (1.0, False)])
-def test_q_slices_count_at_most_the_groups(slices, ok):
-    from kernels.tlx_hopper import FwdConfig, _check_config
-
-    cfg = FwdConfig(num_groups=3, block_n=64, num_buf_q=1, num_buf_kv=4, consumer_regs=160,
-                    q_slices=slices)
-    if ok:
-        _check_config(cfg)
-        assert cfg.block_m == 64 * (slices or 3)
-        return
-    rule = (r"q_slices must be at most num_groups \(3\), got 4" if slices == 4
-            else r"q_slices must be an int >= 0")
-    with pytest.raises(ValueError, match=rf"tlx FwdConfig: {rule}"):
-        _check_config(cfg)
