@@ -154,6 +154,11 @@ class FwdConfig:
     # 1.014 and dense 1.018 (one process), so `fwd_config` takes it for broadcast Q at D=128 only.
     # The backward passes after their builds gained nothing (run 36: 0.983-1.015 forward+backward)
     pdl: bool = False
+    # the epilogue's per-row reciprocal and log2 as single MUFU approximations (rcp.approx: 1 ulp,
+    # lg2.approx: 2^-22 absolute) instead of the IEEE division and libdevice's log2 (~75 SASS
+    # instructions per consumer and tile), and LSE stored from the accumulator's row layout
+    # instead of tl.store's, which relayouts through shared memory behind two warpgroup barriers
+    fast_epilogue: bool = False
 
     @property
     def block_m(self) -> int:
@@ -385,7 +390,8 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
-        RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, num_warps=4, num_stages=1,
+        RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
+        num_warps=4, num_stages=1,
         launch_pdl=cfg.pdl)
     return out, lse
 

@@ -240,22 +240,42 @@ def _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt, NUM_BUF_KV: tl.con
 
 
 @triton.jit
-def _normalise(acc, m_i, l_i, RCP_NORMALISE: tl.constexpr, dtype: tl.constexpr):
+def _mufu(x, ASM: tl.constexpr):
+    """One fp32 MUFU approximation per element (FAST_EPILOGUE's rcp / lg2)."""
+    return tl.inline_asm_elementwise(ASM, "=f,f", [x], dtype=tl.float32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _normalise(acc, m_i, l_i, RCP_NORMALISE: tl.constexpr, FAST_EPILOGUE: tl.constexpr,
+               dtype: tl.constexpr):
     """(O in the MMA dtype, LSE) of a finished tile; rows that saw no visible key keep O = 0 and
-    LSE = -inf."""
+    LSE = -inf. A row with a visible key has l_i >= 1 (its largest p is exp2(0), or up to 2^8 with
+    the lazy rescale), so FAST_EPILOGUE's flush-to-zero approximations never see a denormal."""
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
-    if RCP_NORMALISE:  # one reciprocal per row, not a division per element
-        o = (acc * (1.0 / l_safe)[:, None]).to(dtype)
+    if FAST_EPILOGUE:  # rcp.approx (1 ulp) and lg2.approx (2^-22): one MUFU each per row
+        o = (acc * _mufu(l_safe, "rcp.approx.ftz.f32 $0, $1;")[:, None]).to(dtype)
+        log2_l = _mufu(l_safe, "lg2.approx.ftz.f32 $0, $1;")
     else:
-        o = (acc / l_safe[:, None]).to(dtype)  # cast before the store's relayout
-    lse = tl.where(l_i == 0.0, float("-inf"), (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
+        if RCP_NORMALISE:  # one reciprocal per row, not a division per element
+            o = (acc * (1.0 / l_safe)[:, None]).to(dtype)
+        else:
+            o = (acc / l_safe[:, None]).to(dtype)  # cast before the store's relayout
+        log2_l = tl.math.log2(l_safe)
+    lse = tl.where(l_i == 0.0, float("-inf"), (m_i + log2_l) * 0.6931471805599453)
     return o, lse
+
+
+# FAST_EPILOGUE: LSE stored from the accumulator's row layout (each row by its quad's four threads,
+# one address) instead of tl.store's coalesced layout, which costs a relayout through shared memory
+# and two warpgroup barriers per tile
+STORE_ROW_ASM = tl.constexpr(
+    "{ .reg .pred %p; setp.ne.s32 %p, $3, 0; @%p st.global.f32 [$1], $2; mov.b32 $0, 0; }")
 
 
 @triton.jit
 def _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0, out_row0, h, qlen, total_out, tma_o,
                  cid: tl.constexpr, H, HEAD_DIM: tl.constexpr, TMA_STORE_O: tl.constexpr,
-                 BROADCAST_Q: tl.constexpr, O_TMA_ONLY: tl.constexpr):
+                 BROADCAST_Q: tl.constexpr, O_TMA_ONLY: tl.constexpr, FAST_EPILOGUE: tl.constexpr):
     """Group cid's O slice of q-block m0 (broadcast Q: by TMA from the group's staging tile when
     tma_o; self/cross staged theirs in the Q tile already) and its LSE, rows < qlen only: the rows
     past it belong to the next sequence."""
@@ -272,7 +292,13 @@ def _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0, out_row0, h, qle
             offs_d = tl.arange(0, HEAD_DIM)
             o_ptrs = out_ptr + out_rows[:, None] * (H * HEAD_DIM) + h * HEAD_DIM + offs_d[None, :]
             tl.store(o_ptrs, o, mask=row_ok[:, None])
-    tl.store(lse_ptr + h.to(tl.int64) * total_out + out_rows, lse, mask=row_ok)
+    lse_ptrs = lse_ptr + h.to(tl.int64) * total_out + out_rows
+    if FAST_EPILOGUE:
+        tl.inline_asm_elementwise(STORE_ROW_ASM, "=r,l,f,r",
+                                  [lse_ptrs.to(tl.int64), lse, row_ok.to(tl.int32)],
+                                  dtype=tl.int32, is_pure=False, pack=1)
+    else:
+        tl.store(lse_ptrs, lse, mask=row_ok)
 
 
 @triton.jit
@@ -289,6 +315,7 @@ def jfa_fwd_kernel(
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
+    FAST_EPILOGUE: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -488,7 +515,7 @@ def jfa_fwd_kernel(
                             # epilogue: PV of the last block
                             acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,
                                                   NUM_BUF_KV, dtype)
-                            o, lse = _normalise(acc, m_i, l_i, RCP_NORMALISE, dtype)
+                            o, lse = _normalise(acc, m_i, l_i, RCP_NORMALISE, FAST_EPILOGUE, dtype)
                             if O_IN_Q:
                                 if tma_o:  # stage O in the Q tile: its last QK^T was waited on
                                     tlx.fence("async_shared")
@@ -497,7 +524,7 @@ def jfa_fwd_kernel(
                                     held_o = 1
                     _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0, out_row0, h, qlen,
                                  total_out, tma_o, cid, H, HEAD_DIM, TMA_STORE_O, BROADCAST_Q,
-                                 O_TMA_ONLY)
+                                 O_TMA_ONLY, FAST_EPILOGUE)
                 valid, b, h, mb = n_valid, n_b, n_h, n_mb
                 q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
                 n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb

@@ -651,6 +651,31 @@ def test_forward_switch_changes_no_value(case, field):
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", flip_cases(), ids=lambda c: c.name)
+def test_fast_epilogue(case):
+    """FwdConfig.fast_epilogue flipped from the launcher's choice: against the reference, and
+    within the approximations' error of the other epilogue (O to a bf16/fp16 rounding step, LSE to
+    1e-5; rows without keys, and rows past a sequence's end, as check_forward requires)."""
+    from kernels import tlx_hopper
+
+    q, k, v, q_off, k_off, _, _ = make_inputs(case, zlib.crc32(case.name.encode()))
+    params = _params(case, 1 / math.sqrt(case.d))
+    default = tlx_hopper.call_fwd_config(q, k, k_off, params)
+    flipped = {"fast_epilogue": not default.fast_epilogue}
+    res = check_forward(case, seed=zlib.crc32(case.name.encode()), overrides=flipped)
+    assert res["ok"], res
+    out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
+    out_f, lse_f = tlx_hopper.forward(q, k, v, q_off, k_off, params,
+                                      config=dataclasses.replace(default, **flipped))
+    assert torch.equal(torch.isinf(lse), torch.isinf(lse_f))
+    live = ~torch.isinf(lse)
+    assert (lse[live] - lse_f[live]).abs().max().item() <= 1e-5
+    step = 2.0 ** -7 if case.dtype == "bf16" else 2.0 ** -10
+    torch.testing.assert_close(out_f.float(), out.float(), rtol=step, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", [Case("bcast", 9, 128, 300), Case("self", 9, 200, 200)],
                          ids=lambda c: c.name)
 def test_forward_replayed_from_a_cuda_graph(case):
