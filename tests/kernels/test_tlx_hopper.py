@@ -669,7 +669,7 @@ def test_fast_epilogue(case):
                                       config=dataclasses.replace(default, **flipped))
     assert torch.equal(torch.isinf(lse), torch.isinf(lse_f))
     live = ~torch.isinf(lse)
-    assert (lse[live] - lse_f[live]).abs().max().item() <= 1e-5
+    assert not live.any() or (lse[live] - lse_f[live]).abs().max().item() <= 1e-5
     step = 2.0 ** -7 if case.dtype == "bf16" else 2.0 ** -10
     torch.testing.assert_close(out_f.float(), out.float(), rtol=step, atol=1e-5)
 
