@@ -157,8 +157,11 @@ class FwdConfig:
     # the epilogue's per-row reciprocal and log2 as single MUFU approximations (rcp.approx: 1 ulp,
     # lg2.approx: 2^-22 absolute) instead of the IEEE division and libdevice's log2 (~75 SASS
     # instructions per consumer and tile), and LSE stored from the accumulator's row layout
-    # instead of tl.store's, which relayouts through shared memory behind two warpgroup barriers
-    fast_epilogue: bool = False
+    # instead of tl.store's, which relayouts through shared memory behind two warpgroup barriers.
+    # Run 39 (H200, forward, three A/Bs of 4 ABBA rounds): PMA q192 fill 0.1 0.934 / 0.976 /
+    # 0.935, q128 fill 0.1 0.976 / 0.979 (a third sample host-stalled), self fill 0.5 0.981 / 0.987
+    # / 0.982, every other row 0.99-1.015: on for every forward
+    fast_epilogue: bool = True
 
     @property
     def block_m(self) -> int:

@@ -276,3 +276,10 @@ def test_lazy_rescale_and_reciprocal_for_broadcast_d128_only(head_dim, broadcast
     # D=64 was not measured
     cfg = fwd_config(head_dim, broadcast_q, q_len)
     assert cfg.lazy_rescale == cfg.rcp_normalise == (broadcast_q and head_dim == 128)
+
+
+@pytest.mark.parametrize("head_dim,broadcast_q,q_len,long_kv", [(128, True, 128, False), (128, True, 128, True),
+                                                                (128, True, 192, False), (64, True, 128, False),
+                                                                (128, False, 0, False), (64, False, 0, False)])
+def test_fast_epilogue_for_every_forward(head_dim, broadcast_q, q_len, long_kv):
+    assert fwd_config(head_dim, broadcast_q, q_len, long_kv=long_kv).fast_epilogue
