@@ -14,6 +14,14 @@ instead sums the samples per warp role of a warp-specialised kernel: the code be
 `USETMAXREG` instructions (each role's register reallocation opens its code), one row per region
 with its instructions, executions, samples and stall reasons (run 19 compared the dense B768
 consumers with the TLX tutorial's this way).
+
+    python -m benchmarks.ncu_sass_hotspots sass.csv --runs 435:2205 --per 12288
+
+splits rows 435-2204 (a role's code, from `--by-role`'s first rows) into runs of instructions
+executed equally often and gives each run's executions per unit (--per: e.g. the role's warps
+times the tiles each works through, so 1.00 is once per warp and tile) and its samples, then the
+instructions a warp executes per unit in all (run 39 took the PMA q128 forward's consumer apart
+per tile this way: start, first block, block bodies, epilogue).
 """
 
 from __future__ import annotations
@@ -104,15 +112,47 @@ def roles(rows: list[dict[str, str]]) -> str:
     return "\n".join(out)
 
 
+def runs(rows: list[dict[str, str]], first: int, last: int, per: float, min_share: float = 0.01) -> str:
+    """Rows first .. last-1 as runs of consecutive instructions with equal execution counts (per
+    unit, to two decimals); runs of three or more instructions or with min_share of the range's
+    samples are listed, the rest only counted in the total."""
+    found: list[dict] = []
+    for i in range(first, min(last, len(rows))):
+        r = rows[i]
+        rate = round(_count(r, "Instructions Executed") / per, 2)
+        if not found or found[-1]["rate"] != rate:
+            found.append(dict(first=i, rate=rate, n=0, samples=0, source=r["Source"].strip()))
+        found[-1]["n"] += 1
+        found[-1]["samples"] += _count(r, SAMPLES)
+    total = sum(g["samples"] for g in found) or 1
+    out = [f"rows {first}-{last - 1}: {sum(g['rate'] * g['n'] for g in found):,.0f} instructions "
+           f"executed per unit, {total:,} stall samples", "",
+           "| rows | instructions | per unit | samples | share | first instruction |",
+           "|---|--:|--:|--:|--:|---|"]
+    for g in found:
+        if g["n"] >= 3 or g["samples"] >= min_share * total:
+            out.append(f"| {g['first']}-{g['first'] + g['n'] - 1} | {g['n']:,} | {g['rate']:.2f} | "
+                       f"{g['samples']:,} | {g['samples'] / total:.1%} | `{g['source']}` |")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("csv")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--by-role", action="store_true",
                     help="samples per warp role (code between USETMAXREG instructions) instead")
+    ap.add_argument("--runs", metavar="FIRST:LAST",
+                    help="rows FIRST..LAST-1 as runs of equally often executed instructions instead")
+    ap.add_argument("--per", type=float, default=1.0,
+                    help="with --runs: executions per unit (e.g. warps x tiles)")
     args = ap.parse_args()
     rows = read_sass(args.csv)
-    print(roles(rows) if args.by_role else hotspots(rows, args.top))
+    if args.runs:
+        first, last = (int(x) for x in args.runs.split(":"))
+        print(runs(rows, first, last, args.per))
+    else:
+        print(roles(rows) if args.by_role else hotspots(rows, args.top))
 
 
 if __name__ == "__main__":

@@ -53,3 +53,31 @@ def test_roles_sum_samples_per_warp_role(tmp_path):
     assert body[0].startswith("| 0 | `entry` | 1 | 12 | 0 | 0.0% |")
     assert body[1].startswith("| 1 | `USETMAXREG.DEALLOC.CTAPOOL 0x28` | 3 | 416 | 41 | 56.2% | long_sb 39, no_inst 2")
     assert body[2].startswith("| 4 | `USETMAXREG.TRY_ALLOC.CTAPOOL UP0` | 3 | 1,608 | 32 | 43.8% | barrier 26, no_inst 6")
+
+
+RUNS_CSV = '''"Kernel Name","k",
+"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed"
+"0x10","      S2R R1, SR_TID.X","0","8"
+"0x20","      LDG.E R2, desc[UR4][R6.64]","5","16"
+"0x30","      R2UR UR7, R2","20","16"
+"0x40","      HGMMA.64x64x16.F32.BF16 R24, gdesc[UR8], RZ, !UPT","1","48"
+"0x50","      FMNMX R57, R24, R25, !PT","2","48"
+"0x60","      MUFU.EX2 R3, R3","3","48"
+"0x70","      FMUL R24, R24, R98","0","0"
+"0x80","      EXIT","0","8"
+'''
+
+
+def test_runs_give_instructions_per_unit(tmp_path):
+    from benchmarks.ncu_sass_hotspots import runs
+
+    path = tmp_path / "sass.csv"
+    path.write_text(RUNS_CSV)
+    # rows 1-6 of a role whose 8 warps each work through 2 units (16 executions = once per unit)
+    lines = runs(read_sass(str(path)), 1, 7, per=16).splitlines()
+    assert lines[0] == "rows 1-6: 11 instructions executed per unit, 31 stall samples"
+    body = lines[4:]
+    # the two-instruction run at 1.00 is listed for its samples (81 %), the three at 3.00 for its
+    # length; the never executed FMUL only counts (0 per unit)
+    assert body == ["| 1-2 | 2 | 1.00 | 25 | 80.6% | `LDG.E R2, desc[UR4][R6.64]` |",
+                    "| 3-5 | 3 | 3.00 | 6 | 19.4% | `HGMMA.64x64x16.F32.BF16 R24, gdesc[UR8], RZ, !UPT` |"], body
