@@ -15,6 +15,8 @@
 #             first launch of the kernel matching regex KERNEL in `benchmarks.tlx_ncu_probe --shape
 #             SHAPE PROBE-ARGS`: $OUT/details_NAME.txt, the SASS samples (sass_NAME.csv.gz) and
 #             their table by warp role (byrole_NAME.md); logs the duration and DRAM throughput
+#   tables PREFIX N   up to N full tables (`tlx_hopper_bench --bwd --baseline-rounds 2`) into
+#             $OUT/PREFIX_1.jsonl ... while more than 60 s are left, each logged with its ratios
 #   flip_default DIR   an in-call default flip: DIR mirrors the repo (DIR/kernels/..., DIR/tests/...),
 #             its files replace the working tree's (status 1, logged, if one cannot be copied), the
 #             kernels' md5 sums go to $OUT/md5_flipped.txt
@@ -71,6 +73,15 @@ ncu_by_role() {
   python -m benchmarks.ncu_sass_hotspots "$OUT/sass_$name.csv" --by-role > "$OUT/byrole_$name.md" 2>&1
   gzip "$OUT/sass_$name.csv"; rm -f "$OUT/$name.ncu-rep"
   log "ncu $name rc=$r $(grep -E 'Duration|DRAM Throughput' "$OUT/details_$name.txt" | head -2 | tr -s ' ' | tr '\n' ' ')"
+}
+tables() {
+  local prefix=$1 n=$2 i
+  for i in $(seq 1 "$n"); do
+    [ "$(left)" -gt 60 ] || break
+    timeout $(( $(left) - 5 )) python -m benchmarks.tlx_hopper_bench --bwd --baseline-rounds 2 \
+      --out "$OUT/${prefix}_$i.jsonl" > "$OUT/${prefix}_$i.log" 2>&1
+    log "table $prefix $i rc=$? fb $(ratios "$OUT/${prefix}_$i.jsonl" varlen_fwdbwd_ms_per_tlx) fwd $(ratios "$OUT/${prefix}_$i.jsonl" varlen_fwd_ms_per_tlx)"
+  done
 }
 flip_default() {
   local f

@@ -12,13 +12,13 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_call(tmp_path: Path, summary: str, body: str,
-             tools: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, Path]:
-    """tools: more stub commands (name -> sh script) on the call's PATH."""
+def run_call(tmp_path: Path, summary: str, body: str, tools: dict[str, str] | None = None,
+             call_s: int = 300) -> tuple[subprocess.CompletedProcess, Path]:
+    """tools: more stub commands (name -> sh script) on the call's PATH; call_s: the call's CALL_S."""
     tree = tmp_path / "tree"
     (tree / ".gpu/tools").mkdir(parents=True)
     (tree / ".gpu/tools/unpack.sh").write_text("exit 0\n")
-    (tree / "benchmarks").mkdir()
+    (tree / "benchmarks").mkdir(exist_ok=True)  # a test may have put a stub module there
     shutil.copy(REPO / "benchmarks/device_call.sh", tree / "benchmarks")
     (tree / "kernels").mkdir()
     (tree / "kernels/k.py").write_text("x = 1\n")
@@ -35,7 +35,7 @@ def run_call(tmp_path: Path, summary: str, body: str,
     out.mkdir()
     script = f"source benchmarks/device_call.sh\n{body}\nfinish\n"
     res = subprocess.run(["bash", "-c", script], cwd=tree, capture_output=True, text=True,
-                         env={"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(out), "CALL_S": "300"})
+                         env={"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(out), "CALL_S": str(call_s)})
     return res, out
 
 
@@ -118,3 +118,32 @@ def test_ncu_by_role_profiles_one_launch_and_keeps_its_pages(tmp_path):
     assert "--clock-control none --kernel-name regex:jfa_bwd_pma_kernel --launch-count 1" in args
     assert args.endswith("-m benchmarks.tlx_ncu_probe --shape PMA q128 fill0.9 "
                          "--bwd-config pma_dk_early=False\n")
+
+
+FAKE_BENCH = """import argparse, json
+ap = argparse.ArgumentParser()
+ap.add_argument("--bwd", action="store_true")
+ap.add_argument("--baseline-rounds")
+ap.add_argument("--out")
+args = ap.parse_args()
+with open(args.out, "w") as f:
+    f.write(json.dumps({"varlen_fwdbwd_ms_per_tlx": 2.0412, "varlen_fwd_ms_per_tlx": 1.5}) + "\\n")
+"""
+
+
+@pytest.mark.parametrize("call_s,ran", [(300, 2), (50, 0)])
+def test_tables_run_the_full_table_n_times_while_time_is_left(tmp_path, call_s, ran):
+    fake = tmp_path / "tree/benchmarks/tlx_hopper_bench.py"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(FAKE_BENCH)
+    res, out = run_call(tmp_path, "", "tables t 2", call_s=call_s)
+    assert res.returncode == 0, res.stderr
+    if not ran:  # 60 s or less left: no table is started
+        assert "table t" not in res.stdout
+        return
+    assert "table t 1 rc=0 fb [2.041] fwd [1.5]" in res.stdout
+    assert "table t 2 rc=0 fb [2.041] fwd [1.5]" in res.stdout
+    assert "table t 3" not in res.stdout
+    with tarfile.open(out / "r.tgz") as tar:
+        names = {Path(n).name for n in tar.getnames()}
+    assert {"t_1.jsonl", "t_1.log", "t_2.jsonl", "t_2.log"} <= names
