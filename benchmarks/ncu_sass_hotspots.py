@@ -116,8 +116,9 @@ def runs(rows: list[dict[str, str]], first: int, last: int, per: float, min_shar
     """Rows first .. last-1 as runs of consecutive instructions with equal execution counts (per
     unit, to two decimals); runs of three or more instructions or with min_share of the range's
     samples are listed, the rest only counted in the total."""
+    last = min(last, len(rows))
     found: list[dict] = []
-    for i in range(first, min(last, len(rows))):
+    for i in range(first, last):
         r = rows[i]
         rate = round(_count(r, "Instructions Executed") / per, 2)
         if not found or found[-1]["rate"] != rate:
