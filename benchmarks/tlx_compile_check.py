@@ -58,7 +58,7 @@ def fwd_variants(overrides: dict | None = None):
 
 
 def compile_fwd(cfg, d, dt, causal, window, bcast, q_len):
-    from kernels.tlx_hopper import launch_regs, o_by_tma_only
+    from kernels.tlx_hopper import o_by_tma_only
     from kernels.tlx_hopper_fwd import jfa_fwd_kernel
 
     sig = {
@@ -81,10 +81,7 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len):
         sig[k] = "constexpr"
     src = triton.compiler.ASTSource(fn=jfa_fwd_kernel, signature=sig, constexprs=const,
                                     attrs=_pointer_attrs(jfa_fwd_kernel, sig))
-    options = dict(num_warps=4, num_stages=1)
-    if launch_regs(cfg) is not None:
-        options["maxnreg"] = launch_regs(cfg)
-    return triton.compile(src, target=TARGET, options=options)
+    return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1))
 
 
 def _pointer_attrs(fn, sig):

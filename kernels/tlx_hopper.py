@@ -162,35 +162,10 @@ class FwdConfig:
     # 0.935, q128 fill 0.1 0.976 / 0.979 (a third sample host-stalled), self fill 0.5 0.981 / 0.987
     # / 0.982, every other row 0.99-1.015: on for every forward
     fast_epilogue: bool = True
-    # persistent CTAs per SM: 2 with one consumer group (64-row q-blocks) runs two independent
-    # CTAs per SM, each group with its own K/V ring, so one CTA's tile boundary (epilogue, first
-    # block) overlaps the other's blocks instead of both groups of one tile reaching it together;
-    # each CTA reads its q-block's K/V itself (twice the L2 reads of a 128-row tile). The launch
-    # caps the registers (`launch_regs`) and the shared memory must fit twice
-    ctas_per_sm: int = 1
 
     @property
     def block_m(self) -> int:
         return 64 * self.num_groups
-
-
-# registers a producer warpgroup keeps after its setmaxnreg (the sm_90 SASS: DEALLOC 0x28)
-PRODUCER_REGS = 40
-
-
-def launch_regs(cfg: FwdConfig) -> int | None:
-    """The forward's per-thread register cap at launch (Triton's maxnreg) for cfg.ctas_per_sm CTAs
-    of 1 + num_groups warpgroups on one SM (None: one CTA, Triton's own choice); a ValueError when
-    the consumers' setmaxnreg cannot be met from that pool (the kernel would wait for registers
-    forever)."""
-    if cfg.ctas_per_sm == 1:
-        return None
-    cap = 65536 // (cfg.ctas_per_sm * 128 * (cfg.num_groups + 1)) // 8 * 8
-    if cfg.consumer_regs * cfg.num_groups + PRODUCER_REGS > cap * (cfg.num_groups + 1):
-        raise ValueError(f"tlx FwdConfig: ctas_per_sm={cfg.ctas_per_sm} leaves {cap} registers per "
-                         f"thread at launch; consumer_regs * num_groups + {PRODUCER_REGS} must be <= "
-                         f"{cap} * (num_groups + 1), got {cfg.consumer_regs} * {cfg.num_groups}")
-    return cap
 
 
 # mean keys per sequence from which broadcast Q (q_len <= 128, D = 128) takes 128-key blocks
@@ -293,8 +268,6 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
     not fit in shared memory."""
     _check_count(cfg, "tile_window", 0, "0: one sequence's blocks")
     if not isinstance(cfg, BwdConfig):
-        _check_count(cfg, "ctas_per_sm", 1, "persistent CTAs per SM")
-        launch_regs(cfg)
         return
     _check_count(cfg, "pma_buf_k", 1, "ring slots")
     _check_count(cfg, "pma_buf_v", 1, "ring slots")
@@ -398,7 +371,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
     tile_entry, n_entries = cached_schedule(
         query_offset, key_offset, B, q_len, num_mb, window, bool(params.causal), broadcast,
         cfg.block_m, cfg.block_n, launch_dependents=cfg.pdl)
-    n_prog = GRID_OVERRIDE or cfg.ctas_per_sm * _num_sms(query.device.index or 0)
+    n_prog = GRID_OVERRIDE or _num_sms(query.device.index or 0)
     pairs = hq * num_mb
     resident = broadcast and pairs <= n_prog
     ctas_per_pair = n_prog // pairs if resident else 1
@@ -421,7 +394,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
         RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
-        num_warps=4, num_stages=1, maxnreg=launch_regs(cfg),
+        num_warps=4, num_stages=1,
         launch_pdl=cfg.pdl)
     return out, lse
 

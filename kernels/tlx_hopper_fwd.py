@@ -97,14 +97,12 @@ def _bufidx_phase(cnt, NUM_BUF: tl.constexpr):
 
 @triton.jit
 def _pingpong_enter(cid: tl.constexpr, NUM_GROUPS: tl.constexpr):
-    if NUM_GROUPS > 1:  # one group (FwdConfig.ctas_per_sm = 2) has no partner to alternate with
-        tlx.named_barrier_wait(PINGPONG_BAR + cid, 256)
+    tlx.named_barrier_wait(PINGPONG_BAR + cid, 256)
 
 
 @triton.jit
 def _pingpong_leave(cid: tl.constexpr, NUM_GROUPS: tl.constexpr):
-    if NUM_GROUPS > 1:
-        tlx.named_barrier_arrive(PINGPONG_BAR + (cid + 1) % NUM_GROUPS, 256)
+    tlx.named_barrier_arrive(PINGPONG_BAR + (cid + 1) % NUM_GROUPS, 256)
 
 
 @triton.jit
@@ -422,7 +420,7 @@ def jfa_fwd_kernel(
             cnt_q = 0
             last_q = -1
             held_o = 0  # O_IN_Q: the last Q slot holds an O slice a TMA store may still read
-            if NUM_GROUPS > 1 and cid == NUM_GROUPS - 1:
+            if cid == NUM_GROUPS - 1:
                 tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # group 0 issues first
             valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
                                       ctas_per_pair, tile_window, RESIDENT)

@@ -675,48 +675,6 @@ def test_fast_epilogue(case):
     torch.testing.assert_close(out_f.float(), out.float(), rtol=step, atol=1e-5)
 
 
-# one consumer group and two CTAs per SM (FwdConfig.ctas_per_sm): 64-row q-blocks, each CTA with
-# its own K/V ring, launched with 128 registers per thread
-TWO_CTAS_PER_SM = {"num_groups": 1, "num_buf_kv": 2, "consumer_regs": 216, "ctas_per_sm": 2,
-                   "block_n": 64, "late_p_cast": True}
-
-
-def two_ctas_cases() -> list[Case]:
-    # the broadcast flip cases (q_len 128 / 100 / 192, causal, fp16 with a window, GQA, sequences
-    # without keys), one long-key case, self and cross (empty key sequences), and a grid of 3 CTAs
-    # walking hundreds of tiles each
-    return ([c for c in flip_cases() if c.mode == "bcast"]
-            + [Case("bcast", 200, 128, 1024, 2, 2, lens="long"), Case("bcast", 300, 128, 90, 2, 1, grid=3),
-               Case("self", 40, 300, 300, 4, 2, 128, "bf16", True),
-               Case("cross", 30, 100, 100, 2, 2, 128, "bf16", lens="empty_kv")])
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", two_ctas_cases(), ids=lambda c: c.name)
-def test_two_ctas_per_sm(case):
-    """Two CTAs per SM with one consumer group each: against the reference, and for broadcast Q
-    without a mask where the default also takes 64-key blocks (a 64-row q-block then visits the
-    128-row tile's key blocks) the default's O and LSE bit for bit: each row's softmax runs over
-    the same blocks in the same order."""
-    from kernels import tlx_hopper
-
-    inputs = make_inputs(case, zlib.crc32(case.name.encode()))
-    res = check_forward(case, inputs=inputs, overrides=TWO_CTAS_PER_SM)
-    assert res["ok"], res
-    q, k, v, q_off, k_off, _, _ = inputs
-    params = _params(case, 1 / math.sqrt(case.d))
-    default = tlx_hopper.call_fwd_config(q, k, k_off, params)
-    if (case.mode != "bcast" or case.causal or case.window is not None
-            or default.block_n != TWO_CTAS_PER_SM["block_n"]):
-        return
-    with persistent_grid(case.grid):
-        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
-        out_2, lse_2 = tlx_hopper.forward(q, k, v, q_off, k_off, params,
-                                          config=dataclasses.replace(default, **TWO_CTAS_PER_SM))
-    assert torch.equal(out, out_2) and torch.equal(lse, lse_2)
-
-
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", [Case("bcast", 9, 128, 300), Case("self", 9, 200, 200)],

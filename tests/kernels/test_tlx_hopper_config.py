@@ -5,9 +5,8 @@ import dataclasses
 import pytest
 import torch
 
-from kernels.tlx_hopper import (BwdConfig, _check_config, _descriptor, bwd_config, fuses_dq,
-                                fwd_config, launch_regs, o_by_tma_only, tile_window_for,
-                                uses_pma_roles)
+from kernels.tlx_hopper import (BwdConfig, _descriptor, bwd_config, fuses_dq, fwd_config,
+                                o_by_tma_only, tile_window_for, uses_pma_roles)
 
 H200_L2 = 50 * 2**20
 
@@ -285,29 +284,3 @@ def test_lazy_rescale_and_reciprocal_for_broadcast_d128_only(head_dim, broadcast
 def test_fast_epilogue_for_every_forward(head_dim, broadcast_q, q_len, long_kv):
     # run 39: the fill-0.1 and self fill-0.5 forwards gained 1.5-7 %, no row lost more than 1.5 %
     assert fwd_config(head_dim, broadcast_q, q_len, long_kv=long_kv).fast_epilogue
-
-
-def test_one_cta_per_sm_leaves_the_launch_registers_to_triton():
-    assert launch_regs(fwd_config(128, True, 128)) is None
-
-
-@pytest.mark.parametrize("groups,consumer,cap", [(1, 216, 128), (1, 200, 128), (2, 96, 80)])
-def test_two_ctas_per_sm_cap_the_launch_registers(groups, consumer, cap):
-    # 65,536 registers over two CTAs of (1 + groups) warpgroups, in steps of 8
-    cfg = dataclasses.replace(fwd_config(128, True, 128), num_groups=groups, consumer_regs=consumer,
-                              ctas_per_sm=2)
-    assert launch_regs(cfg) == cap
-
-
-def test_two_ctas_per_sm_refuse_consumers_the_pool_cannot_feed():
-    # 1 group at 224 + the producer's 40 > 2 x 128: setmaxnreg would wait forever
-    cfg = dataclasses.replace(fwd_config(128, True, 128), num_groups=1, consumer_regs=224,
-                              ctas_per_sm=2)
-    with pytest.raises(ValueError, match=r"ctas_per_sm=2 leaves 128 registers.*consumer_regs"):
-        _check_config(cfg)
-
-
-@pytest.mark.parametrize("bad", [0, -1, 1.5])
-def test_ctas_per_sm_must_be_a_positive_count(bad):
-    with pytest.raises(ValueError, match=r"ctas_per_sm must be an int >= 1"):
-        _check_config(dataclasses.replace(fwd_config(128, True, 128), ctas_per_sm=bad))
