@@ -45,15 +45,16 @@ def fwd_variants(overrides: dict | None = None):
             continue  # dtype does not change control flow; keep the list short
         if q_len == 100 and (causal or window or dt == "fp16"):
             continue  # q_len not a multiple of 64 (slices straddling it): one variant per head dim
-        for long_kv in (False, True):
-            if long_kv and fwd_config(d, bcast, q_len, long_kv=True) == fwd_config(d, bcast, q_len):
-                continue  # only broadcast q_len <= 128 at D=128 has a long-keys choice
-            cfg = dataclasses.replace(fwd_config(d, bcast, q_len, long_kv=long_kv), **(overrides or {}))
+        for keys in ("", "long", "short"):
+            choice = dict(long_kv=keys == "long", short_kv=keys == "short")
+            if keys and fwd_config(d, bcast, q_len, **choice) == fwd_config(d, bcast, q_len):
+                continue  # only broadcast Q at D=128 has key-length choices (long: q_len <= 128)
+            cfg = dataclasses.replace(fwd_config(d, bcast, q_len, **choice), **(overrides or {}))
             if bcast:  # a self/cross-only field: the launcher refuses it with broadcast_q
                 cfg = dataclasses.replace(cfg, skip_idle_groups=False)
             name = (f"fwd d{d} {dt} causal={int(causal)} window={int(window)} bcast={int(bcast)}"
                     f" q{q_len if bcast else '-'} G{cfg.num_groups} BN{cfg.block_n}"
-                    + (" long" if long_kv else ""))
+                    + (f" {keys}" if keys else ""))
             yield name, cfg, d, dt, causal, window, bcast, q_len if bcast else 0
 
 

@@ -173,14 +173,21 @@ class FwdConfig:
 # two-stage ring. Run 30 (H200, PMA q128, forward, 128-key blocks / 64-key blocks, ABBA rounds):
 # 0.975 and 0.972 at a mean of ~920 keys (fill 0.9), 1.023 at ~510 (fill 0.5), 1.015 at ~100
 LONG_KV_MEAN = 640
+# mean keys per sequence below which broadcast Q at D = 128 takes 32-key blocks (`fwd_config`'s
+# short_kv), the same K/V bytes in flight in twice the stages: a masked tail of at most 31 keys
+# instead of 63 against twice the blocks' fixed costs. Run 40 (H200, PMA forward, 32-key / 64-key
+# blocks, 4 ABBA rounds): at a mean of ~100 keys (fill 0.1) q192 0.969 / 0.976 / 0.982 and q128
+# 0.988 / 0.979 / 0.991; at ~500 (fill 0.5) 1.095 / 1.160, at ~900 1.181 / 1.229. The cut lies
+# below the ratios' linear crossings (~180 keys for q192, ~130 for q128)
+SHORT_KV_MEAN = 128
 
 
 @functools.lru_cache(maxsize=256)  # a frozen dataclass per call shape: no rebuild per call
 def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 1,
-               long_kv: bool = False) -> FwdConfig:
+               long_kv: bool = False, short_kv: bool = False) -> FwdConfig:
     """Tile shape for a call. q_len is the broadcast Q length (ignored otherwise); tile_window as
     `tile_window_for` chose it; long_kv as `long_keys` found it (broadcast Q at D = 128 with q_len
-    <= 128 only).
+    <= 128 only); short_kv as `short_keys` found it (broadcast Q at D = 128).
 
     A 3-warpgroup tile (192 rows) fits PMA's q_len=192 exactly instead of wasting 64 of 256 rows;
     three consumers leave ~160 registers each, so it runs with 64-key blocks. Broadcast Q at D=128
@@ -193,10 +200,13 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 
     """
     o_by_tma = broadcast_q and head_dim > 64
     if broadcast_q and 128 < q_len <= 192:
-        return FwdConfig(num_groups=3, block_n=64, num_buf_q=1, num_buf_kv=3, consumer_regs=160,
-                         tile_window=tile_window, tma_store_o=o_by_tma, warp_arrive=head_dim > 64,
-                         lazy_rescale=head_dim > 64, rcp_normalise=head_dim > 64,
-                         pdl=head_dim > 64)
+        cfg = FwdConfig(num_groups=3, block_n=64, num_buf_q=1, num_buf_kv=3, consumer_regs=160,
+                        tile_window=tile_window, tma_store_o=o_by_tma, warp_arrive=head_dim > 64,
+                        lazy_rescale=head_dim > 64, rcp_normalise=head_dim > 64,
+                        pdl=head_dim > 64)
+        if short_kv and head_dim > 64:
+            cfg = dataclasses.replace(cfg, block_n=32, num_buf_kv=6)
+        return cfg
     if broadcast_q and head_dim > 64:
         # PMA is memory-bound: 64-key stages keep more K/V bytes in flight than 128-key ones (run
         # 11: five beat four by 4.6 % at fill 0.9, with tl.store; the O staging tiles took the
@@ -209,6 +219,8 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 
             # the same tile in two 128-key stages (the P cast before the PV issue: with it after,
             # 32 words spill)
             cfg = dataclasses.replace(cfg, block_n=128, num_buf_kv=2, late_p_cast=False)
+        elif short_kv:
+            cfg = dataclasses.replace(cfg, block_n=32, num_buf_kv=8)
         return cfg
     if broadcast_q:
         return FwdConfig(num_groups=2, block_n=128, num_buf_q=1, num_buf_kv=3, consumer_regs=232,
@@ -226,15 +238,21 @@ def long_keys(key: torch.Tensor, key_offset: torch.Tensor) -> bool:
     return key.shape[0] >= LONG_KV_MEAN * max(key_offset.numel() - 1, 1)
 
 
+def short_keys(key: torch.Tensor, key_offset: torch.Tensor) -> bool:
+    """Whether a call's sequences hold fewer than SHORT_KV_MEAN keys on average (shapes only)."""
+    return key.shape[0] < SHORT_KV_MEAN * max(key_offset.numel() - 1, 1)
+
+
 def call_fwd_config(query: torch.Tensor, key: torch.Tensor, key_offset: torch.Tensor,
                     params) -> FwdConfig:
     """`fwd_config`'s choice for a call (the launcher's default; tests and benchmarks derive their
     variants from it). Long keys count without a window only: the 128-key broadcast tile spills
-    28-54 words with one (sm_90 compile check)."""
+    28-54 words with one (sm_90 compile check); the 32-key tiles spill with none."""
     broadcast = bool(params.broadcast_q)
     return fwd_config(query.shape[-1], broadcast, query.shape[0] if broadcast else 0,
                       call_tile_window(key, params),
-                      params.window_size is None and long_keys(key, key_offset))
+                      params.window_size is None and long_keys(key, key_offset),
+                      short_keys(key, key_offset))
 
 
 def o_by_tma_only(cfg: FwdConfig, broadcast_q: bool, q_len: int) -> bool:

@@ -357,7 +357,19 @@ def fwd_cases() -> list[Case]:
         C.append(Case("cross", 30, 100, 100, 2, 2, d, "bf16", lens="empty_kv"))
         C.append(Case("cross", 30, 100, 100, 2, 2, d, "bf16", lens="empty_q"))
         C.append(Case("self", 30, 100, 100, 2, 2, d, "bf16", lens="one"))
-    return C + long_key_cases()
+    return C + long_key_cases() + short_key_cases()
+
+
+def short_key_cases() -> list[Case]:
+    """Broadcast Q at D=128 with a mean key length below `tlx_hopper.SHORT_KV_MEAN`: the launcher's
+    32-key blocks (q_len 128 / 192 / 100 / 300, causal, windowed, GQA, fp16, sequences without keys,
+    a grid of 3 CTAs walking hundreds of tiles each)."""
+    return [Case("bcast", 200, 128, 200, 2, 2), Case("bcast", 200, 192, 150, 3, 1),
+            Case("bcast", 100, 100, 99, 2, 2, 128, "fp16"),
+            Case("bcast", 100, 128, 200, 2, 2, 128, "bf16", True),
+            Case("bcast", 100, 192, 200, 2, 2, 128, "bf16", False, 45),
+            Case("bcast", 60, 300, 120, 2, 2), Case("bcast", 50, 128, 100, 2, 2, lens="empty_kv"),
+            Case("bcast", 300, 192, 90, 2, 2, grid=3)]
 
 
 def long_key_cases() -> list[Case]:
@@ -535,6 +547,16 @@ def test_long_key_cases_take_128_key_blocks(case):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("case", short_key_cases(), ids=lambda c: c.name)
+def test_short_key_cases_take_32_key_blocks(case):
+    """The short-key forward cases do exercise the launcher's 32-key broadcast configuration."""
+    from kernels import tlx_hopper
+
+    q, k, _, _, k_off, _, _ = make_inputs(case, zlib.crc32(case.name.encode()))
+    assert tlx_hopper.call_fwd_config(q, k, k_off, _params(case, 1.0)).block_n == 32
+
+
+@pytest.mark.gpu
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", grid_cases(), ids=lambda c: c.name)
 def test_forward_any_grid_size(case):
@@ -621,7 +643,8 @@ def flip_cases() -> list[Case]:
             Case("self", 30, 400, 400, 2, 2, 128, "bf16", False, 100),
             Case("cross", 30, 100, 100, 2, 2, 128, "bf16", lens="empty_kv"),
             Case("cross", 30, 200, 333, 4, 2, 64, "bf16", True, 100),
-            Case("self", 40, 333, 333, 2, 2, 64, "bf16"), long_key_cases()[0]]
+            Case("self", 40, 333, 333, 2, 2, 64, "bf16"), long_key_cases()[0], short_key_cases()[0],
+            short_key_cases()[1]]
 
 
 # FwdConfig fields whose two values compute the same O and LSE bit for bit: each only moves work

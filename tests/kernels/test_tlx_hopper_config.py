@@ -137,6 +137,32 @@ def test_long_keys_take_128_key_blocks_for_broadcast_d128():
         assert fwd_config(*args, long_kv=True) == fwd_config(*args)
 
 
+def test_short_keys_take_32_key_blocks_for_broadcast_d128():
+    # the same K/V bytes in flight as the 64-key stages: q<=128 eight stages (four), q192 six (three)
+    q128, q192 = fwd_config(128, True, 128, short_kv=True), fwd_config(128, True, 192, short_kv=True)
+    assert (q128.block_n, q128.num_buf_kv, q192.block_n, q192.num_buf_kv) == (32, 8, 32, 6)
+    assert dataclasses.replace(q128, block_n=64, num_buf_kv=4) == fwd_config(128, True, 128)
+    assert dataclasses.replace(q192, block_n=64, num_buf_kv=3) == fwd_config(128, True, 192)
+    assert fwd_config(128, True, 100, short_kv=True).block_n == 32
+    assert fwd_config(128, True, 300, short_kv=True).block_n == 32
+    for args in ((64, True, 128), (64, True, 192), (128, False, 0), (64, False, 0)):
+        assert fwd_config(*args, short_kv=True) == fwd_config(*args)
+
+
+@pytest.mark.parametrize("total,short", [(128 * 3 - 1, True), (128 * 3, False), (0, True)])
+def test_short_keys_is_the_mean_key_length(total, short):
+    from kernels.tlx_hopper import short_keys
+
+    assert short_keys(torch.empty(total, 1, 8), torch.zeros(4, dtype=torch.int32)) == short
+    assert not short_keys(torch.empty(128, 1, 8), torch.zeros(1, dtype=torch.int32))  # B = 0
+
+
+def test_long_and_short_keys_exclude_each_other():
+    from kernels.tlx_hopper import LONG_KV_MEAN, SHORT_KV_MEAN
+
+    assert SHORT_KV_MEAN <= LONG_KV_MEAN
+
+
 @pytest.mark.parametrize("total,long", [(640 * 3, True), (640 * 3 - 1, False), (0, False)])
 def test_long_keys_is_the_mean_key_length(total, long):
     from kernels.tlx_hopper import long_keys
