@@ -8,7 +8,8 @@ calls run back to back, and each pays for the previous call's dirty lines being 
 streams its own K/V. For each `tlx_hopper_bench` shape (seed 0) this times the TLX forward (its
 schedule build included) with CUDA events, N calls each:
 
-- `back-to-back`: the calls as the bench runs them, after the bench's settle;
+- `back-to-back`: the calls as the bench runs them, after the bench's settle (the mean over the N
+  calls enqueued by Python: host-limited where a call's host time exceeds its device time);
 - `after clean L2`: each call after reading a buffer of twice the L2 (the dirty lines written back
   and L2 filled with clean lines), as an isolated launch sees the GPU;
 - `after dirty L2`: each call after writing that buffer instead (L2 full of dirty lines, and the

@@ -157,10 +157,13 @@ def test_short_keys_is_the_mean_key_length(total, short):
     assert not short_keys(torch.empty(128, 1, 8), torch.zeros(1, dtype=torch.int32))  # B = 0
 
 
-def test_long_and_short_keys_exclude_each_other():
-    from kernels.tlx_hopper import LONG_KV_MEAN, SHORT_KV_MEAN
+@pytest.mark.parametrize("mean", [0, 127, 128, 200, 639, 640, 2000])
+def test_long_and_short_keys_exclude_each_other(mean):
+    # fwd_config would take the long choice over the short one: no call may be both
+    from kernels.tlx_hopper import long_keys, short_keys
 
-    assert SHORT_KV_MEAN <= LONG_KV_MEAN
+    key, off = torch.empty(mean * 4, 1, 8), torch.zeros(5, dtype=torch.int32)
+    assert not (long_keys(key, off) and short_keys(key, off))
 
 
 @pytest.mark.parametrize("total,long", [(640 * 3, True), (640 * 3 - 1, False), (0, False)])
