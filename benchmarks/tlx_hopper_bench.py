@@ -134,6 +134,14 @@ def build(sh, dtype=torch.bfloat16, d=128, seed=0):
                 bwd_bytes=bwd_bytes, total_out=total_out)
 
 
+def shape_params(sh, x):
+    """The JFAParams of shape sh's call on its inputs x (`build`): scale 1/sqrt(head dim)."""
+    from kernels.common import JFAParams
+
+    return JFAParams(max_seq_len_q=sh["q"], max_seq_len_kv=sh["max_kv"],
+                     sm_scale=1 / math.sqrt(x["q"].shape[-1]), broadcast_q=sh["kind"] == "bcast")
+
+
 # ms each measurement first runs its call back to back (`--settle-ms`), so every method is timed in
 # the power state of a sustained load. The H200 holds 700 W by lowering its SM clock (1,980 MHz
 # idle-to-burst, 1,500-1,800 MHz sustained on the self/dense rows, run 17); do_bench's 25 ms
@@ -280,7 +288,6 @@ def tutorial_module():
 
 def run_shape(sh, do_bwd, tut, graphs=False):
     from kernels import tlx_hopper
-    from kernels.common import JFAParams
     from torch.nn.attention.varlen import varlen_attn
 
     TIMED_MALLOCS.clear()
@@ -289,8 +296,7 @@ def run_shape(sh, do_bwd, tut, graphs=False):
     B, H, d = sh["B"], sh["H"], q.shape[-1]
     scale = 1 / math.sqrt(d)
     bcast = sh["kind"] == "bcast"
-    params = JFAParams(max_seq_len_q=sh["q"], max_seq_len_kv=sh["max_kv"], sm_scale=scale,
-                       broadcast_q=bcast)
+    params = shape_params(sh, x)
     row = dict(name=sh["name"], flops=x["flops"],
                floor_fwd_ms=1e3 * max(x["flops"] / PEAK_FLOPS, x["fwd_bytes"] / PEAK_BYTES),
                floor_fwdbwd_ms=1e3 * max(3.5 * x["flops"] / PEAK_FLOPS, x["bwd_bytes"] / PEAK_BYTES))

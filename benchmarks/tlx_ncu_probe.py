@@ -6,13 +6,11 @@ Compute (`ncu --clock-control none ...`, see benchmarks/tlx_device_run.sh):
 """
 
 import argparse
-import math
 
 import torch
 
-from benchmarks.tlx_hopper_bench import build, override_configs, shapes
+from benchmarks.tlx_hopper_bench import build, override_configs, shape_params, shapes
 from kernels import tlx_hopper
-from kernels.common import JFAParams
 
 
 def main() -> None:
@@ -29,10 +27,7 @@ def main() -> None:
     override_configs(args.fwd_config, args.bwd_config)
     sh = shapes()[names.index(args.shape)]
     x = build(sh)
-    bcast = sh["kind"] == "bcast"
-    params = JFAParams(max_seq_len_q=sh["q"], max_seq_len_kv=sh["max_kv"],
-                       sm_scale=1 / math.sqrt(x["q"].shape[-1]), broadcast_q=bcast)
-    q_off = None if bcast else x["q_off"]
+    params, q_off = shape_params(sh, x), x["q_off"]  # q_off: None for broadcast Q
     out, lse = tlx_hopper.forward(x["q"], x["k"], x["v"], q_off, x["k_off"], params)
     do = torch.randn_like(out)
     tlx_hopper.backward(do, x["q"], x["k"], x["v"], out, lse, q_off, x["k_off"], params)

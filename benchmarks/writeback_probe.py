@@ -22,14 +22,12 @@ Compute's kernel time and the bench's is the deferred write-back, not the kernel
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 
 import torch
 
-from benchmarks.tlx_hopper_bench import build, selected_shapes, settle
+from benchmarks.tlx_hopper_bench import build, selected_shapes, settle, shape_params
 from kernels import tlx_hopper
-from kernels.common import JFAParams
 
 
 # GPU cycles (~1 ms) spun between a call's preparation and its start event: the host enqueues the
@@ -65,11 +63,8 @@ def write_through(scratch: torch.Tensor) -> None:
 
 def probe(sh: dict, calls: int) -> dict:
     x = build(sh)
-    bcast = sh["kind"] == "bcast"
-    params = JFAParams(max_seq_len_q=sh["q"], max_seq_len_kv=sh["max_kv"],
-                       sm_scale=1 / math.sqrt(x["q"].shape[-1]), broadcast_q=bcast)
-    q_off = None if bcast else x["q_off"]
-    fwd = lambda: tlx_hopper.forward(x["q"], x["k"], x["v"], q_off, x["k_off"], params)
+    params = shape_params(sh, x)
+    fwd = lambda: tlx_hopper.forward(x["q"], x["k"], x["v"], x["q_off"], x["k_off"], params)
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     scratch = torch.empty(2 * l2 // 4, device="cuda", dtype=torch.float32)
     sink = torch.empty(1, device="cuda", dtype=torch.float32)

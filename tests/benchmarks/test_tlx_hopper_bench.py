@@ -3,6 +3,7 @@
 import statistics
 
 import pytest
+import torch
 
 from benchmarks.tlx_hopper_bench import parse_overrides
 from kernels.tlx_hopper import BwdConfig, FwdConfig
@@ -185,3 +186,12 @@ def test_put_ab_records_candidate_default_and_ratio_under_one_key(monkeypatch):
     assert seen == [("bench", "base"), (2.0, "base", "alt")]
     assert row == {"tlx_fwd_absched_ms": 1.5, "tlx_fwd_absched_base_ms": 2.0,
                    "tlx_fwd_absched_ratio": 0.75}
+
+
+@pytest.mark.parametrize("kind", ["bcast", "self"])
+def test_shape_params_follow_the_shape_and_the_head_dim(kind):
+    from benchmarks.tlx_hopper_bench import shape_params
+
+    params = shape_params({"q": 192, "max_kv": 1000, "kind": kind}, {"q": torch.empty(3, 2, 64)})
+    assert (params.max_seq_len_q, params.max_seq_len_kv, params.sm_scale, params.broadcast_q) \
+        == (192, 1000, 0.125, kind == "bcast")
