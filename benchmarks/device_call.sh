@@ -38,6 +38,9 @@ gpu_tests() {
   timeout "$(( $(left) - 60 ))" python -m pytest "$@" -n 14 -q -p no:cacheprovider > "$OUT/tests_$name.txt" 2>&1
   log "$name tests rc=$? $(tail -1 "$OUT/tests_$name.txt")"
   grep -E "FAILED|Error" "$OUT/tests_$name.txt" | head -10 >> "$OUT/call.log"
+  # what still runs after pytest (run 41: tables right after the tests came out host-stalled)
+  { uptime; ps -eo pcpu,etimes,args --sort=-pcpu | head -8; nvidia-smi --query-compute-apps=pid,used_memory --format=csv; } \
+    > "$OUT/after_tests_$name.txt" 2>&1
   grep -q " passed" "$OUT/tests_$name.txt" && ! grep -q " failed" "$OUT/tests_$name.txt"
 }
 ab_run() {
