@@ -35,7 +35,8 @@ def fwd_variants(overrides: dict | None = None):
     `overrides`, as `--fwd-config` gives them)."""
     import dataclasses
 
-    from kernels.tlx_hopper import fwd_config
+    from kernels.common import JFAParams
+    from kernels.tlx_hopper import fwd_config, with_split_tiles
 
     for d, dt, causal, window, bcast, q_len in itertools.product(
             (64, 128), ("bf16", "fp16"), (False, True), (False, True), (False, True), (128, 192, 100)):
@@ -56,15 +57,22 @@ def fwd_variants(overrides: dict | None = None):
                     f" q{q_len if bcast else '-'} G{cfg.num_groups} BN{cfg.block_n}"
                     + (f" {keys}" if keys else ""))
             yield name, cfg, d, dt, causal, window, bcast, q_len if bcast else 0
+            if bcast and not overrides:  # the launcher's split tiles where a resident call takes them
+                params = JFAParams(max_seq_len_q=q_len, max_seq_len_kv=1024, sm_scale=None, causal=causal,
+                                   window_size=16 if window else None, broadcast_q=True)
+                split = with_split_tiles(cfg, q_len, 4, 132, params)
+                if split.split_tiles:
+                    yield name + " split", split, d, dt, causal, window, bcast, q_len
 
 
 def compile_fwd(cfg, d, dt, causal, window, bcast, q_len):
     from kernels.tlx_hopper import o_by_tma_only
     from kernels.tlx_hopper_fwd import jfa_fwd_kernel
 
+    q_box = cfg.block_m if cfg.split_tiles else 64  # as the launcher's descriptors
     sig = {
-        "desc_q": _tdesc(dt, 64, d), "desc_k": _tdesc(dt, cfg.block_n, d),
-        "desc_v": _tdesc(dt, cfg.block_n, d), "desc_o": _tdesc(dt, 64, d), "out_ptr": f"*{dt}",
+        "desc_q": _tdesc(dt, q_box, d), "desc_k": _tdesc(dt, cfg.block_n, d),
+        "desc_v": _tdesc(dt, cfg.block_n, d), "desc_o": _tdesc(dt, q_box, d), "out_ptr": f"*{dt}",
         "lse_ptr": "*fp32",
         "q_off": "*i32", "k_off": "*i32", "tile_entry": "*i64", "n_entries": "*i32",
         "sm_scale": "fp32", "window": "i32", "B": "i32", "H": "i32", "G": "i32", "q_len": "i32",
@@ -77,7 +85,8 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len):
                  SKIP_IDLE_GROUPS=cfg.skip_idle_groups, LATE_P_CAST=cfg.late_p_cast,
                  O_TMA_ONLY=o_by_tma_only(cfg, bcast, q_len), WARP_ARRIVE=cfg.warp_arrive,
                  LAZY_RESCALE=cfg.lazy_rescale,
-                 RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue)
+                 RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
+                 SPLIT_TILES=cfg.split_tiles)
     for k in const:
         sig[k] = "constexpr"
     src = triton.compiler.ASTSource(fn=jfa_fwd_kernel, signature=sig, constexprs=const,

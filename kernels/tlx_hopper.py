@@ -162,6 +162,13 @@ class FwdConfig:
     # 0.935, q128 fill 0.1 0.976 / 0.979 (a third sample host-stalled), self fill 0.5 0.981 / 0.987
     # / 0.982, every other row 0.99-1.015: on for every forward
     fast_epilogue: bool = True
+    # broadcast Q with q_len == block_m, resident CTAs, no causal/window mask and O by TMA store
+    # only: each consumer group computes all block_m rows of its own tiles (every other tile of the
+    # CTA) instead of its 64 rows of every tile in ping-pong (`tlx_hopper_fwd`'s SPLIT_TILES); O and
+    # LSE bit-identical. Run 41's profile of the PMA q128 fill-0.1 forward: ~3 blocks per tile, the
+    # producer waiting for free K/V slots (46 % of its samples) while the consumers issue in 40 %
+    # of the cycles and DRAM runs at 66 %: the ping-pong tile's latency bounds it
+    split_tiles: bool = False
 
     @property
     def block_m(self) -> int:
@@ -247,12 +254,25 @@ def call_fwd_config(query: torch.Tensor, key: torch.Tensor, key_offset: torch.Te
                     params) -> FwdConfig:
     """`fwd_config`'s choice for a call (the launcher's default; tests and benchmarks derive their
     variants from it). Long keys count without a window only: the 128-key broadcast tile spills
-    28-54 words with one (sm_90 compile check); the 32-key tiles spill with none."""
+    28-54 words with one (sm_90 compile check); the 32-key tiles spill with none. Split tiles where
+    `with_split_tiles` takes them."""
     broadcast = bool(params.broadcast_q)
-    return fwd_config(query.shape[-1], broadcast, query.shape[0] if broadcast else 0,
-                      call_tile_window(key, params),
-                      params.window_size is None and long_keys(key, key_offset),
-                      short_keys(key, key_offset))
+    q_len = query.shape[0] if broadcast else 0
+    cfg = fwd_config(query.shape[-1], broadcast, q_len, call_tile_window(key, params),
+                     params.window_size is None and long_keys(key, key_offset),
+                     short_keys(key, key_offset))
+    if not (broadcast and cfg.block_n == 32):  # the only tile split_tiles runs
+        return cfg
+    pairs = query.shape[1] * triton_cdiv(q_len, cfg.block_m)
+    return with_split_tiles(cfg, q_len, pairs, GRID_OVERRIDE or _num_sms(query.device.index or 0), params)
+
+
+def with_split_tiles(cfg: FwdConfig, q_len: int, pairs: int, n_prog: int, params) -> FwdConfig:
+    """cfg with `FwdConfig.split_tiles` (and the late P cast off, which it needs) where
+    `split_tiles_refusal` lets it run a broadcast call, else cfg. Run 41 (H200, PMA q128 fill 0.1,
+    forward, five processes of 4 ABBA rounds): 0.968-0.975 against the ping-pong tile."""
+    split = dataclasses.replace(cfg, split_tiles=True, late_p_cast=False)
+    return split if split_tiles_refusal(split, True, q_len, pairs, n_prog, params) is None else cfg
 
 
 def o_by_tma_only(cfg: FwdConfig, broadcast_q: bool, q_len: int) -> bool:
@@ -392,13 +412,18 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
     n_prog = GRID_OVERRIDE or _num_sms(query.device.index or 0)
     pairs = hq * num_mb
     resident = broadcast and pairs <= n_prog
+    if cfg.split_tiles:
+        reason = split_tiles_refusal(cfg, broadcast, q_len, pairs, n_prog, params)
+        if reason is not None:
+            raise ValueError(f"tlx FwdConfig: split_tiles {reason}")
     ctas_per_pair = n_prog // pairs if resident else 1
     if resident:
         n_prog = pairs * ctas_per_pair
-    desc_q = _descriptor(query, query.shape[0], 64)
+    q_box = cfg.block_m if cfg.split_tiles else 64  # rows of a consumer's Q and O tiles
+    desc_q = _descriptor(query, query.shape[0], q_box)
     desc_k = _descriptor(key, key.shape[0], cfg.block_n)
     desc_v = _descriptor(value, value.shape[0], cfg.block_n)
-    desc_o = _descriptor(out, total_out, 64) if cfg.tma_store_o else desc_q  # else not written
+    desc_o = _descriptor(out, total_out, q_box) if cfg.tma_store_o else desc_q  # else not written
     launch(jfa_fwd_kernel, (n_prog,),
         desc_q, desc_k, desc_v, desc_o, out, lse,
         query_offset if query_offset is not None else key_offset, key_offset,
@@ -412,9 +437,34 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
         RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
-        num_warps=4, num_stages=1,
+        SPLIT_TILES=cfg.split_tiles, num_warps=4, num_stages=1,
         launch_pdl=cfg.pdl)
     return out, lse
+
+
+def split_tiles_refusal(cfg: FwdConfig, broadcast: bool, q_len: int, pairs: int, n_prog: int,
+                        params) -> str | None:
+    """None where `FwdConfig.split_tiles` can run a call, else what it needs (the kernel computes a
+    group's tile from one resident Q tile of block_m rows and stores its O in one TMA box).
+    pairs: (head, q-block) pairs; n_prog: the persistent CTAs."""
+    if not broadcast:
+        return "needs broadcast_q"
+    if cfg.num_groups != 2:  # three groups' 192-row accumulators alone take 192 registers
+        return f"needs num_groups == 2, got {cfg.num_groups}"
+    if q_len != cfg.block_m:
+        return f"needs q_len == 64 * num_groups ({cfg.block_m}), got {q_len}"
+    if pairs > n_prog:
+        return f"needs the resident mode: heads * q-blocks <= CTAs ({pairs} > {n_prog})"
+    if params.causal or params.window_size is not None:
+        return "needs no causal or window mask"
+    if not cfg.tma_store_o:
+        return "needs tma_store_o"
+    if cfg.block_n != 32 or cfg.late_p_cast:
+        # a group's [block_m, block_n] scores beside its [block_m, D] accumulator: 64-key blocks
+        # spill 228-265 words, fp32 probabilities across the next QK^T 41-47 (sm_90 compile check)
+        return (f"needs block_n == 32 and late_p_cast off (more spills registers), got block_n "
+                f"{cfg.block_n}, late_p_cast {cfg.late_p_cast}")
+    return None
 
 
 def triton_cdiv(a: int, b: int) -> int:

@@ -23,6 +23,14 @@ has read it. Broadcast Q stays resident across tiles, so each group stages O in 
 reused once the previous tile's store has read it (`fwd_config`: at D=128). A TMA box cannot
 stop at qlen, so the slice that straddles it, and LSE, take a masked tl.store; broadcast Q with
 q_len a multiple of 64 has no such slice (O_TMA_ONLY: every O slice by TMA, zeros too).
+SPLIT_TILES (`FwdConfig.split_tiles`; broadcast Q, resident, q_len = NUM_GROUPS*64, no mask): each
+consumer warpgroup owns whole tiles, all NUM_GROUPS*64 rows of its batch elements (group c takes the
+CTA's tiles it with it % NUM_GROUPS == c), instead of every group taking its 64 rows of each tile in
+ping-pong. Short key sequences leave a ping-pong tile a few blocks between epilogues, and the two
+groups wait for each other at every block; split, two tiles are in flight per CTA and a group's
+softmax overlaps the other's wgmmas without a rendezvous. Q is one resident [NUM_GROUPS*64, D] tile
+read by both groups; the producer loads K/V in tile order into the one ring, and a group steps its
+ring counter over the other group's blocks.
 KV blocks per tile come from `kv_block_range`, shared by every role; the blocks outside
 `kv_unmasked_range` (block 0 included, unless every real row sees all its keys) run the masked
 softmax, the rest without any mask.
@@ -37,7 +45,6 @@ import triton.language.extra.tlx as tlx
 from kernels.tlx_schedule import (kv_block_range, kv_unmasked_range, n_iterations, seq_bounds,
                                   tile_at, wait_for_previous_kernel)
 
-BLOCK_M_SPLIT = tl.constexpr(64)  # query rows per consumer warpgroup (one wgmma M)
 PINGPONG_BAR = tl.constexpr(9)  # named barriers PINGPONG_BAR + c, c < NUM_GROUPS
 O_STAGE_BAR = tl.constexpr(12)  # broadcast TMA_STORE_O: group c's O tile is free (O_STAGE_BAR + c)
 
@@ -171,15 +178,17 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
                       cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
                       CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, MASK: tl.constexpr,
                       BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
-                      LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr):
+                      LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr, PINGPONG: tl.constexpr):
     """Steady state: QK^T of block cnt overlapped with PV of block cnt-1 (p holds its probs: in
     the MMA dtype, or fp32 with LATE_P_CAST, cast only once this block's QK^T is issued, so the
     cast runs beside the tensor core instead of before the issue, as the TLX tutorial does)."""
     k_idx, k_phase = _bufidx_phase(cnt, NUM_BUF_KV)
     tlx.barrier_wait(k_fulls[k_idx], k_phase)
-    _pingpong_enter(cid, NUM_GROUPS)
+    if PINGPONG:
+        _pingpong_enter(cid, NUM_GROUPS)
     qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
-    _pingpong_leave(cid, NUM_GROUPS)
+    if PINGPONG:
+        _pingpong_leave(cid, NUM_GROUPS)
     if LATE_P_CAST:
         p = p.to(dtype)
     v_idx, v_phase = _bufidx_phase(cnt - 1, NUM_BUF_KV)
@@ -204,16 +213,18 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
 def _first_block(q_buf, k_tiles, k_fulls, k_empties, cnt, first_full, start_n, rows, klen, window,
                  qk_scale, cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
                  CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BLOCK_N: tl.constexpr,
-                 LAZY_RESCALE: tl.constexpr):
-    """A tile's first block: the QK^T of K/V block cnt and its softmax from an empty row state, no
-    PV yet; returns (p fp32, m_i, l_i)."""
-    m_i = tl.zeros([BLOCK_M_SPLIT], dtype=tl.float32) - float("inf")
-    l_i = tl.zeros([BLOCK_M_SPLIT], dtype=tl.float32)
+                 LAZY_RESCALE: tl.constexpr, ROWS: tl.constexpr, PINGPONG: tl.constexpr):
+    """A tile's first block (ROWS query rows): the QK^T of K/V block cnt and its softmax from an
+    empty row state, no PV yet; returns (p fp32, m_i, l_i)."""
+    m_i = tl.zeros([ROWS], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([ROWS], dtype=tl.float32)
     k_idx, k_phase = _bufidx_phase(cnt, NUM_BUF_KV)
     tlx.barrier_wait(k_fulls[k_idx], k_phase)
-    _pingpong_enter(cid, NUM_GROUPS)
+    if PINGPONG:
+        _pingpong_enter(cid, NUM_GROUPS)
     qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
-    _pingpong_leave(cid, NUM_GROUPS)
+    if PINGPONG:
+        _pingpong_leave(cid, NUM_GROUPS)
     qk = tlx.async_dot_wait(0, qk)
     tlx.barrier_arrive(k_empties[k_idx], 1)
     # a runtime branch: the mask costs ~100 instructions per consumer and tile (sm_90 SASS), the
@@ -273,18 +284,18 @@ STORE_ROW_ASM = tl.constexpr(
 
 
 @triton.jit
-def _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0, out_row0, h, qlen, total_out, tma_o,
-                 cid: tl.constexpr, H, HEAD_DIM: tl.constexpr, TMA_STORE_O: tl.constexpr,
-                 BROADCAST_Q: tl.constexpr, O_TMA_ONLY: tl.constexpr, FAST_EPILOGUE: tl.constexpr):
-    """Group cid's O slice of q-block m0 (broadcast Q: by TMA from the group's staging tile when
-    tma_o; self/cross staged theirs in the Q tile already) and its LSE, rows < qlen only: the rows
-    past it belong to the next sequence."""
-    row0 = m0 + cid * BLOCK_M_SPLIT
+def _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, row0, out_row0, h, qlen, total_out,
+                 tma_o, cid: tl.constexpr, H, HEAD_DIM: tl.constexpr, TMA_STORE_O: tl.constexpr,
+                 BROADCAST_Q: tl.constexpr, O_TMA_ONLY: tl.constexpr, FAST_EPILOGUE: tl.constexpr,
+                 ROWS: tl.constexpr):
+    """Group cid's O slice, query rows row0 .. row0 + ROWS - 1 (broadcast Q: by TMA from the
+    group's staging tile when tma_o; self/cross staged theirs in the Q tile already) and its LSE,
+    rows < qlen only: the rows past it belong to the next sequence."""
     if TMA_STORE_O and BROADCAST_Q:
         if tma_o:  # in the group's O tile, once its previous store read it
             _wait_o_tile_read(cid)
             _tma_store_o(desc_o, o_tiles[cid], o, out_row0 + row0, h * HEAD_DIM)
-    rows = row0 + tl.arange(0, BLOCK_M_SPLIT)
+    rows = row0 + tl.arange(0, ROWS)
     row_ok = rows < qlen
     out_rows = (out_row0 + rows).to(tl.int64)
     if not O_TMA_ONLY:
@@ -315,19 +326,26 @@ def jfa_fwd_kernel(
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
-    FAST_EPILOGUE: tl.constexpr,
+    FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
+    # SPLIT_TILES: a group computes all BLOCK_M rows of its own tiles from one resident Q tile (the
+    # launcher's conditions: broadcast Q, resident, q_len == BLOCK_M, no mask, O by TMA only)
+    tl.static_assert(not SPLIT_TILES or (BROADCAST_Q and RESIDENT and O_TMA_ONLY and not CAUSAL
+                                         and not HAS_WINDOW))
+    Q_ROWS: tl.constexpr = BLOCK_M if SPLIT_TILES else BM_SPLIT  # query rows per group and tile
+    Q_SLICES: tl.constexpr = 1 if SPLIT_TILES else NUM_GROUPS  # Q tiles per q-block
+    KV_READERS: tl.constexpr = 1 if SPLIT_TILES else NUM_GROUPS  # groups reading each K/V block
     dtype: tl.constexpr = tlx.dtype_of(desc_k)
     ELEM_BYTES: tl.constexpr = tlx.size_of(dtype)
-    Q_BYTES: tl.constexpr = ELEM_BYTES * BM_SPLIT * HEAD_DIM
+    Q_BYTES: tl.constexpr = ELEM_BYTES * Q_ROWS * HEAD_DIM
     KV_BYTES: tl.constexpr = ELEM_BYTES * BLOCK_N * HEAD_DIM
 
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
     # ---- shared memory and barriers -------------------------------------------------------
-    q_tiles = tlx.local_alloc((BM_SPLIT, HEAD_DIM), dtype, NUM_GROUPS * NUM_BUF_Q)
+    q_tiles = tlx.local_alloc((Q_ROWS, HEAD_DIM), dtype, Q_SLICES * NUM_BUF_Q)
     k_tiles = tlx.local_alloc((BLOCK_N, HEAD_DIM), dtype, NUM_BUF_KV)
     v_tiles = tlx.local_alloc((BLOCK_N, HEAD_DIM), dtype, NUM_BUF_KV)
     q_fulls = tlx.alloc_barriers(num_barriers=NUM_GROUPS * NUM_BUF_Q, arrive_count=1)
@@ -338,11 +356,11 @@ def jfa_fwd_kernel(
         # every consumer thread arrives on its own once its wgmma that read the slot was waited on:
         # no warpgroup sync before each arrive (a plain mbarrier takes one thread's arrival after a
         # bar.sync of its 128 threads, two per arrive in the sm_90 SASS)
-        k_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * NUM_GROUPS)
-        v_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * NUM_GROUPS)
+        k_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * KV_READERS)
+        v_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * KV_READERS)
     else:
-        k_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
-        v_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
+        k_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=KV_READERS)
+        v_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=KV_READERS)
     # TMA_STORE_O: self/cross attention stage O in the group's Q tile (NUM_BUF_Q >= 2: the next
     # tile's Q arrives in the other slot while the store drains); broadcast Q stays resident, so
     # each group stages it in a tile of its own, reused once the previous tile's store read it
@@ -352,7 +370,7 @@ def jfa_fwd_kernel(
     # (its relayout took 16 KB of shared memory scratch, and the q192 build spilled)
     tl.static_assert(not O_TMA_ONLY or (TMA_STORE_O and BROADCAST_Q))
     if TMA_STORE_O and BROADCAST_Q:
-        o_tiles = tlx.local_alloc((BM_SPLIT, HEAD_DIM), dtype, NUM_GROUPS)
+        o_tiles = tlx.local_alloc((Q_ROWS, HEAD_DIM), dtype, NUM_GROUPS)
     else:
         o_tiles = q_tiles  # not used
     wait_for_previous_kernel(PDL)
@@ -386,7 +404,7 @@ def jfa_fwd_kernel(
                         q_key = (q_row0 + m0) * H + h
                         if q_key != last_q:
                             q_idx, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
-                            for g in tl.static_range(NUM_GROUPS):
+                            for g in tl.static_range(Q_SLICES):
                                 slot = g * NUM_BUF_Q + q_idx
                                 tlx.barrier_wait(q_empties[slot], q_phase ^ 1)
                                 tlx.barrier_expect_bytes(q_fulls[slot], Q_BYTES)
@@ -415,12 +433,16 @@ def jfa_fwd_kernel(
         # ---- consumers: QK^T, online softmax, PV, epilogue -------------------------------
         with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=NUM_GROUPS):
             cid: tl.constexpr = tlx.async_task_replica_id()
+            # this group's first query row in a tile and its Q slots (SPLIT_TILES: the whole tile,
+            # from the one resident Q tile)
+            ROW_OFF: tl.constexpr = 0 if SPLIT_TILES else cid * BM_SPLIT
+            Q_SLOT0: tl.constexpr = 0 if SPLIT_TILES else cid * NUM_BUF_Q
             qk_scale = sm_scale * 1.4426950408889634  # scores in base 2
             cnt_kv = 0
             cnt_q = 0
             last_q = -1
             held_o = 0  # O_IN_Q: the last Q slot holds an O slice a TMA store may still read
-            if cid == NUM_GROUPS - 1:
+            if not SPLIT_TILES and cid == NUM_GROUPS - 1:
                 tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # group 0 issues first
             valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
                                       ctas_per_pair, tile_window, RESIDENT)
@@ -437,94 +459,100 @@ def jfa_fwd_kernel(
                     m0 = mb * BLOCK_M
                     lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW,
                                               BLOCK_M, BLOCK_N)
-                    rows = m0 + cid * BM_SPLIT + tl.arange(0, BM_SPLIT)
-                    o = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=dtype)  # rows that see no key
-                    if O_TMA_ONLY:  # a whole slice inside the sequence, or none of it
-                        tma_o = m0 + cid * BM_SPLIT < qlen
-                    elif TMA_STORE_O:  # this group's O slice leaves by TMA store
-                        tma_o = (nblk > 0) & (m0 + (cid + 1) * BM_SPLIT <= qlen)
+                    theirs = False  # SPLIT_TILES: the other group's tile (compile-time False otherwise)
+                    if SPLIT_TILES:
+                        theirs = it % NUM_GROUPS != cid
+                    if theirs:  # its K/V blocks pass by in the ring: step the counter over them
+                        cnt_kv += nblk
                     else:
-                        tma_o: tl.constexpr = False
-                    lse = tl.zeros([BM_SPLIT], dtype=tl.float32) - float("inf")
-                    if nblk > 0:
-                        q_key = (q_row0 + m0) * H + h
-                        release = -1  # the previous Q slot, once no longer needed
-                        if q_key != last_q:
-                            if cnt_q > 0:
-                                release = cid * NUM_BUF_Q + (cnt_q - 1) % NUM_BUF_Q
-                                if not O_IN_Q:
-                                    tlx.barrier_arrive(q_empties[release], 1)
-                            cnt_q += 1
-                            last_q = q_key
-                        q_idx, q_phase = _bufidx_phase(cnt_q - 1, NUM_BUF_Q)
-                        q_buf = q_tiles[cid * NUM_BUF_Q + q_idx]
-                        tlx.barrier_wait(q_fulls[cid * NUM_BUF_Q + q_idx], q_phase)
-                        idle = False  # a compile-time False unless enabled: no branch at all
-                        if SKIP_IDLE_GROUPS:
-                            idle = m0 + cid * BM_SPLIT >= qlen
-                        if idle:
-                            # every row of this group lies past qlen (the last q-block of a
-                            # sequence): keep the K/V rings' and the ping-pong's protocol with the
-                            # other groups, block by block, without the math
-                            if O_IN_Q:
-                                _release_staged_q_slot(q_empties, release, held_o)
-                            held_o = 0
-                            for j in range(0, nblk):
-                                kv_idx, kv_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
-                                tlx.barrier_wait(k_fulls[kv_idx], kv_phase)
-                                _pingpong_enter(cid, NUM_GROUPS)
-                                _pingpong_leave(cid, NUM_GROUPS)
-                                tlx.barrier_arrive(k_empties[kv_idx], 1)
-                                tlx.barrier_wait(v_fulls[kv_idx], kv_phase)  # this block's V
-                                tlx.barrier_arrive(v_empties[kv_idx], 1)
-                                cnt_kv += 1
+                        rows = m0 + ROW_OFF + tl.arange(0, Q_ROWS)
+                        o = tl.zeros([Q_ROWS, HEAD_DIM], dtype=dtype)  # rows that see no key
+                        if O_TMA_ONLY:  # a whole slice inside the sequence, or none of it
+                            tma_o = m0 + ROW_OFF < qlen
+                        elif TMA_STORE_O:  # this group's O slice leaves by TMA store
+                            tma_o = (nblk > 0) & (m0 + (cid + 1) * BM_SPLIT <= qlen)
                         else:
-                            first_full, a, c = kv_unmasked_range(
-                                m0, qlen, klen, window, lo, nblk, CAUSAL, HAS_WINDOW, BLOCK_M,
-                                BLOCK_N)
-                            # prologue: QK^T of block 0 and its softmax, no PV yet
-                            p_f32, m_i, l_i = _first_block(
-                                q_buf, k_tiles, k_fulls, k_empties, cnt_kv, first_full, lo, rows,
-                                klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
-                                HAS_WINDOW, BLOCK_N, LAZY_RESCALE)
-                            acc = tl.zeros([BM_SPLIT, HEAD_DIM], dtype=tl.float32)
-                            p = p_f32 if LATE_P_CAST else p_f32.to(dtype)
-                            cnt_kv += 1
-                            if O_IN_Q:
-                                _release_staged_q_slot(q_empties, release, held_o)
-                            held_o = 0
-                            # masked head [1, a), unmasked bulk [a, c), masked tail [c, nblk)
-                            for j in range(1, a):
-                                acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
-                                    q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
-                                    acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
-                                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                                    BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
-                            for j in range(a, c):
-                                acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
-                                    q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
-                                    acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
-                                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False,
-                                    BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
-                            for j in range(c, nblk):
-                                acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
-                                    q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
-                                    acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
-                                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                                    BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype)
-                            # epilogue: PV of the last block
-                            acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,
-                                                  NUM_BUF_KV, dtype)
-                            o, lse = _normalise(acc, m_i, l_i, RCP_NORMALISE, FAST_EPILOGUE, dtype)
-                            if O_IN_Q:
-                                if tma_o:  # stage O in the Q tile: its last QK^T was waited on
-                                    tlx.fence("async_shared")
-                                    _tma_store_o(desc_o, q_buf, o, out_row0 + m0 + cid * BM_SPLIT,
-                                                 h * HEAD_DIM)
-                                    held_o = 1
-                    _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0, out_row0, h, qlen,
-                                 total_out, tma_o, cid, H, HEAD_DIM, TMA_STORE_O, BROADCAST_Q,
-                                 O_TMA_ONLY, FAST_EPILOGUE)
+                            tma_o: tl.constexpr = False
+                        lse = tl.zeros([Q_ROWS], dtype=tl.float32) - float("inf")
+                        if nblk > 0:
+                            q_key = (q_row0 + m0) * H + h
+                            release = -1  # the previous Q slot, once no longer needed
+                            if q_key != last_q:
+                                if cnt_q > 0:
+                                    release = Q_SLOT0 + (cnt_q - 1) % NUM_BUF_Q
+                                    if not O_IN_Q:
+                                        tlx.barrier_arrive(q_empties[release], 1)
+                                cnt_q += 1
+                                last_q = q_key
+                            q_idx, q_phase = _bufidx_phase(cnt_q - 1, NUM_BUF_Q)
+                            q_buf = q_tiles[Q_SLOT0 + q_idx]
+                            tlx.barrier_wait(q_fulls[Q_SLOT0 + q_idx], q_phase)
+                            idle = False  # a compile-time False unless enabled: no branch at all
+                            if SKIP_IDLE_GROUPS:
+                                idle = m0 + ROW_OFF >= qlen
+                            if idle:
+                                # every row of this group lies past qlen (the last q-block of a
+                                # sequence): keep the K/V rings' and the ping-pong's protocol with the
+                                # other groups, block by block, without the math
+                                if O_IN_Q:
+                                    _release_staged_q_slot(q_empties, release, held_o)
+                                held_o = 0
+                                for j in range(0, nblk):
+                                    kv_idx, kv_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
+                                    tlx.barrier_wait(k_fulls[kv_idx], kv_phase)
+                                    _pingpong_enter(cid, NUM_GROUPS)
+                                    _pingpong_leave(cid, NUM_GROUPS)
+                                    tlx.barrier_arrive(k_empties[kv_idx], 1)
+                                    tlx.barrier_wait(v_fulls[kv_idx], kv_phase)  # this block's V
+                                    tlx.barrier_arrive(v_empties[kv_idx], 1)
+                                    cnt_kv += 1
+                            else:
+                                first_full, a, c = kv_unmasked_range(
+                                    m0, qlen, klen, window, lo, nblk, CAUSAL, HAS_WINDOW, BLOCK_M,
+                                    BLOCK_N)
+                                # prologue: QK^T of block 0 and its softmax, no PV yet
+                                p_f32, m_i, l_i = _first_block(
+                                    q_buf, k_tiles, k_fulls, k_empties, cnt_kv, first_full, lo, rows,
+                                    klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
+                                    HAS_WINDOW, BLOCK_N, LAZY_RESCALE, Q_ROWS, not SPLIT_TILES)
+                                acc = tl.zeros([Q_ROWS, HEAD_DIM], dtype=tl.float32)
+                                p = p_f32 if LATE_P_CAST else p_f32.to(dtype)
+                                cnt_kv += 1
+                                if O_IN_Q:
+                                    _release_staged_q_slot(q_empties, release, held_o)
+                                held_o = 0
+                                # masked head [1, a), unmasked bulk [a, c), masked tail [c, nblk)
+                                for j in range(1, a):
+                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
+                                        q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                                        acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
+                                        qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
+                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES)
+                                for j in range(a, c):
+                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
+                                        q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                                        acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
+                                        qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False,
+                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES)
+                                for j in range(c, nblk):
+                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
+                                        q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                                        acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
+                                        qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
+                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES)
+                                # epilogue: PV of the last block
+                                acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,
+                                                      NUM_BUF_KV, dtype)
+                                o, lse = _normalise(acc, m_i, l_i, RCP_NORMALISE, FAST_EPILOGUE, dtype)
+                                if O_IN_Q:
+                                    if tma_o:  # stage O in the Q tile: its last QK^T was waited on
+                                        tlx.fence("async_shared")
+                                        _tma_store_o(desc_o, q_buf, o, out_row0 + m0 + ROW_OFF,
+                                                     h * HEAD_DIM)
+                                        held_o = 1
+                        _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0 + ROW_OFF,
+                                     out_row0, h, qlen, total_out, tma_o, cid, H, HEAD_DIM,
+                                     TMA_STORE_O, BROADCAST_Q, O_TMA_ONLY, FAST_EPILOGUE, Q_ROWS)
                 valid, b, h, mb = n_valid, n_b, n_h, n_mb
                 q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
                 n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb

@@ -372,6 +372,16 @@ def short_key_cases() -> list[Case]:
             Case("bcast", 300, 192, 90, 2, 2, grid=3)]
 
 
+def split_tiles_cases() -> list[Case]:
+    """Broadcast Q with q_len 128 and short keys, where `FwdConfig.split_tiles` runs: odd lengths,
+    sequences without keys (0 to 33 keys: many), all sequences one key long, fp16, GQA, a grid of 3
+    CTAs walking hundreds of tiles each (an odd count leaves one group a tile more), and more CTAs
+    than tiles (the second group idle)."""
+    return [Case("bcast", 200, 128, 200, 2, 2), Case("bcast", 64, 128, 33, 2, 2),
+            Case("bcast", 120, 128, 150, 4, 2, 128, "fp16"), Case("bcast", 301, 128, 90, 2, 2, grid=3),
+            Case("bcast", 40, 128, 60, 2, 2, lens="one"), Case("bcast", 7, 128, 200, 2, 2)]
+
+
 def long_key_cases() -> list[Case]:
     """Broadcast Q (q_len <= 128, D=128) with a mean key length above `tlx_hopper.LONG_KV_MEAN`:
     the launcher's 128-key blocks (odd lengths, q_len not a multiple of 64, causal, GQA, fp16)."""
@@ -668,8 +678,52 @@ def test_forward_switch_changes_no_value(case, field):
     default = tlx_hopper.call_fwd_config(q, k, k_off, params)
     out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
     flipped = dataclasses.replace(default, **{field: not getattr(default, field)})
+    if flipped.split_tiles and flipped.late_p_cast:
+        # split tiles need the early cast: the late one runs in the ping-pong tile, which computes
+        # the same values (test_split_tiles_changes_no_value)
+        flipped = dataclasses.replace(flipped, split_tiles=False)
     out_f, lse_f = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=flipped)
     assert torch.equal(out, out_f) and torch.equal(lse, lse_f)
+
+
+# what split_tiles needs beside it in the short-key PMA q128 tile (`tlx_hopper.split_tiles_refusal`)
+SPLIT_TILES = {"split_tiles": True, "late_p_cast": False}
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", split_tiles_cases(), ids=lambda c: c.name)
+def test_split_tiles_changes_no_value(case):
+    """FwdConfig.split_tiles (each group a whole tile; the launcher's choice here) against the
+    reference, and bit-identical with the ping-pong tile it replaces (with its late P cast): every
+    row sees the same wgmma and softmax sequence."""
+    from kernels import tlx_hopper
+
+    inputs = make_inputs(case, zlib.crc32(case.name.encode()))
+    res = check_forward(case, inputs=inputs, overrides=SPLIT_TILES)
+    assert res["ok"], res
+    q, k, v, q_off, k_off, _, _ = inputs
+    params = _params(case, 1 / math.sqrt(case.d))
+    with persistent_grid(case.grid):
+        default = tlx_hopper.call_fwd_config(q, k, k_off, params)
+        assert default.split_tiles  # the launcher takes it for these calls
+        pingpong = dataclasses.replace(default, split_tiles=False, late_p_cast=True)
+        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
+        out_p, lse_p = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=pingpong)
+    assert torch.equal(out, out_p) and torch.equal(lse, lse_p)
+
+
+@pytest.mark.gpu
+def test_split_tiles_refuses_a_call_it_cannot_run():
+    """A mask (here causal) is refused with the rule, not computed without it."""
+    from kernels import tlx_hopper
+
+    case = Case("bcast", 20, 128, 100, 2, 2, 128, "bf16", True)
+    q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
+    params = _params(case, 1 / math.sqrt(case.d))
+    config = dataclasses.replace(tlx_hopper.call_fwd_config(q, k, k_off, params), **SPLIT_TILES)
+    with pytest.raises(ValueError, match="split_tiles needs no causal or window mask"):
+        tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
 
 
 @pytest.mark.gpu

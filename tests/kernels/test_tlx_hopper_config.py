@@ -5,8 +5,10 @@ import dataclasses
 import pytest
 import torch
 
+from kernels.common import JFAParams
 from kernels.tlx_hopper import (BwdConfig, _descriptor, bwd_config, fuses_dq, fwd_config,
-                                o_by_tma_only, tile_window_for, uses_pma_roles)
+                                o_by_tma_only, split_tiles_refusal, tile_window_for, uses_pma_roles,
+                                with_split_tiles)
 
 H200_L2 = 50 * 2**20
 
@@ -313,3 +315,47 @@ def test_lazy_rescale_and_reciprocal_for_broadcast_d128_only(head_dim, broadcast
 def test_fast_epilogue_for_every_forward(head_dim, broadcast_q, q_len, long_kv):
     # run 39: the fill-0.1 and self fill-0.5 forwards gained 1.5-7 %, no row lost more than 1.5 %
     assert fwd_config(head_dim, broadcast_q, q_len, long_kv=long_kv).fast_epilogue
+
+
+def _split_tiles_config(**changes):
+    """The short-key PMA q128 tile with split_tiles (what the forward's A/B runs), fields changed."""
+    cfg = fwd_config(128, True, 128, short_kv=True)
+    return dataclasses.replace(cfg, **{"split_tiles": True, "late_p_cast": False, **changes})
+
+
+_PLAIN = JFAParams(max_seq_len_q=128, max_seq_len_kv=100, sm_scale=None, broadcast_q=True)
+
+
+def test_split_tiles_runs_the_short_key_pma_q128_tile():
+    assert split_tiles_refusal(_split_tiles_config(), True, 128, 4, 132, _PLAIN) is None
+
+
+@pytest.mark.parametrize("cfg, broadcast, q_len, pairs, n_prog, params, rule", [
+    (_split_tiles_config(), False, 128, 4, 132, _PLAIN, "broadcast_q"),
+    (_split_tiles_config(), True, 100, 4, 132, _PLAIN, "q_len == 64 * num_groups (128), got 100"),
+    (_split_tiles_config(), True, 128, 4, 3, _PLAIN, "resident mode: heads * q-blocks <= CTAs (4 > 3)"),
+    (_split_tiles_config(), True, 128, 4, 132, dataclasses.replace(_PLAIN, causal=True), "no causal"),
+    (_split_tiles_config(), True, 128, 4, 132, dataclasses.replace(_PLAIN, window_size=16), "window"),
+    (_split_tiles_config(tma_store_o=False), True, 128, 4, 132, _PLAIN, "tma_store_o"),
+    (_split_tiles_config(block_n=64), True, 128, 4, 132, _PLAIN, "block_n == 32"),
+    (_split_tiles_config(late_p_cast=True), True, 128, 4, 132, _PLAIN, "late_p_cast off"),
+    (dataclasses.replace(fwd_config(128, True, 192, short_kv=True), split_tiles=True), True, 192, 3,
+     132, _PLAIN, "num_groups == 2, got 3"),
+])
+def test_split_tiles_refusal_names_the_rule(cfg, broadcast, q_len, pairs, n_prog, params, rule):
+    assert rule in split_tiles_refusal(cfg, broadcast, q_len, pairs, n_prog, params)
+
+
+@pytest.mark.parametrize("q_len, short_kv, pairs, n_prog, params, split", [
+    (128, True, 4, 132, _PLAIN, True),    # PMA q128 at fill 0.1
+    (128, False, 4, 132, _PLAIN, False),  # 64-key blocks
+    (192, True, 3, 132, _PLAIN, False),   # three groups
+    (100, True, 4, 132, _PLAIN, False),   # q_len below the tile
+    (128, True, 4, 3, _PLAIN, False),     # not resident
+    (128, True, 4, 132, dataclasses.replace(_PLAIN, causal=True), False),
+])
+def test_split_tiles_taken_where_it_runs(q_len, short_kv, pairs, n_prog, params, split):
+    cfg = fwd_config(128, True, q_len, short_kv=short_kv)
+    chosen = with_split_tiles(cfg, q_len, pairs, n_prog, params)
+    assert chosen.split_tiles == split
+    assert chosen == (dataclasses.replace(cfg, split_tiles=True, late_p_cast=False) if split else cfg)
