@@ -264,7 +264,8 @@ def call_fwd_config(query: torch.Tensor, key: torch.Tensor, key_offset: torch.Te
     if not (broadcast and cfg.block_n == 32):  # the only tile split_tiles runs
         return cfg
     pairs = query.shape[1] * triton_cdiv(q_len, cfg.block_m)
-    return with_split_tiles(cfg, q_len, pairs, GRID_OVERRIDE or _num_sms(query.device.index or 0), params)
+    n_prog = GRID_OVERRIDE or _num_sms(query.device.index or 0)
+    return with_split_tiles(cfg, q_len, pairs, n_prog, params)
 
 
 def with_split_tiles(cfg: FwdConfig, q_len: int, pairs: int, n_prog: int, params) -> FwdConfig:

@@ -459,7 +459,7 @@ def jfa_fwd_kernel(
                     m0 = mb * BLOCK_M
                     lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW,
                                               BLOCK_M, BLOCK_N)
-                    theirs = False  # SPLIT_TILES: the other group's tile (compile-time False otherwise)
+                    theirs = False  # SPLIT_TILES: the other group's tile (else a compile-time False)
                     if SPLIT_TILES:
                         theirs = it % NUM_GROUPS != cid
                     if theirs:  # its K/V blocks pass by in the ring: step the counter over them
