@@ -268,6 +268,7 @@ def call_fwd_config(query: torch.Tensor, key: torch.Tensor, key_offset: torch.Te
     return with_split_tiles(cfg, q_len, pairs, n_prog, params)
 
 
+@functools.lru_cache(maxsize=256)  # frozen dataclasses: no dataclasses.replace per call (host time)
 def with_split_tiles(cfg: FwdConfig, q_len: int, pairs: int, n_prog: int, params) -> FwdConfig:
     """cfg with `FwdConfig.split_tiles` (and the late P cast off, which it needs) where
     `split_tiles_refusal` lets it run a broadcast call, else cfg. Run 41 (H200, PMA q128 fill 0.1,
