@@ -335,8 +335,8 @@ def jfa_fwd_kernel(
     tl.static_assert(not SPLIT_TILES or (BROADCAST_Q and RESIDENT and O_TMA_ONLY and not CAUSAL
                                          and not HAS_WINDOW))
     Q_ROWS: tl.constexpr = BLOCK_M if SPLIT_TILES else BM_SPLIT  # query rows per group and tile
-    Q_SLICES: tl.constexpr = 1 if SPLIT_TILES else NUM_GROUPS  # Q tiles per q-block
-    KV_READERS: tl.constexpr = 1 if SPLIT_TILES else NUM_GROUPS  # groups reading each K/V block
+    # consumer groups sharing a tile: its Q tiles per q-block and the readers of each K/V block
+    TILE_GROUPS: tl.constexpr = 1 if SPLIT_TILES else NUM_GROUPS
     dtype: tl.constexpr = tlx.dtype_of(desc_k)
     ELEM_BYTES: tl.constexpr = tlx.size_of(dtype)
     Q_BYTES: tl.constexpr = ELEM_BYTES * Q_ROWS * HEAD_DIM
@@ -345,7 +345,7 @@ def jfa_fwd_kernel(
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
     # ---- shared memory and barriers -------------------------------------------------------
-    q_tiles = tlx.local_alloc((Q_ROWS, HEAD_DIM), dtype, Q_SLICES * NUM_BUF_Q)
+    q_tiles = tlx.local_alloc((Q_ROWS, HEAD_DIM), dtype, TILE_GROUPS * NUM_BUF_Q)
     k_tiles = tlx.local_alloc((BLOCK_N, HEAD_DIM), dtype, NUM_BUF_KV)
     v_tiles = tlx.local_alloc((BLOCK_N, HEAD_DIM), dtype, NUM_BUF_KV)
     q_fulls = tlx.alloc_barriers(num_barriers=NUM_GROUPS * NUM_BUF_Q, arrive_count=1)
@@ -356,11 +356,11 @@ def jfa_fwd_kernel(
         # every consumer thread arrives on its own once its wgmma that read the slot was waited on:
         # no warpgroup sync before each arrive (a plain mbarrier takes one thread's arrival after a
         # bar.sync of its 128 threads, two per arrive in the sm_90 SASS)
-        k_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * KV_READERS)
-        v_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * KV_READERS)
+        k_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * TILE_GROUPS)
+        v_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * TILE_GROUPS)
     else:
-        k_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=KV_READERS)
-        v_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=KV_READERS)
+        k_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=TILE_GROUPS)
+        v_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=TILE_GROUPS)
     # TMA_STORE_O: self/cross attention stage O in the group's Q tile (NUM_BUF_Q >= 2: the next
     # tile's Q arrives in the other slot while the store drains); broadcast Q stays resident, so
     # each group stages it in a tile of its own, reused once the previous tile's store read it
@@ -404,7 +404,7 @@ def jfa_fwd_kernel(
                         q_key = (q_row0 + m0) * H + h
                         if q_key != last_q:
                             q_idx, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
-                            for g in tl.static_range(Q_SLICES):
+                            for g in tl.static_range(TILE_GROUPS):
                                 slot = g * NUM_BUF_Q + q_idx
                                 tlx.barrier_wait(q_empties[slot], q_phase ^ 1)
                                 tlx.barrier_expect_bytes(q_fulls[slot], Q_BYTES)
