@@ -57,7 +57,7 @@ def fwd_variants(overrides: dict | None = None):
                     f" q{q_len if bcast else '-'} G{cfg.num_groups} BN{cfg.block_n}"
                     + (f" {keys}" if keys else ""))
             yield name, cfg, d, dt, causal, window, bcast, q_len if bcast else 0
-            if bcast and not overrides:  # the launcher's split tiles where a resident call takes them
+            if bcast:  # the launcher's split tiles where a resident call takes them (overrides too)
                 params = JFAParams(max_seq_len_q=q_len, max_seq_len_kv=1024, sm_scale=None, causal=causal,
                                    window_size=16 if window else None, broadcast_q=True)
                 split = with_split_tiles(cfg, q_len, 4, 132, params)
@@ -86,7 +86,7 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len):
                  O_TMA_ONLY=o_by_tma_only(cfg, bcast, q_len), WARP_ARRIVE=cfg.warp_arrive,
                  LAZY_RESCALE=cfg.lazy_rescale,
                  RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
-                 SPLIT_TILES=cfg.split_tiles)
+                 SPLIT_TILES=cfg.split_tiles, SPLIT_RINGS=cfg.split_rings)
     for k in const:
         sig[k] = "constexpr"
     src = triton.compiler.ASTSource(fn=jfa_fwd_kernel, signature=sig, constexprs=const,

@@ -30,7 +30,9 @@ ping-pong. Short key sequences leave a ping-pong tile a few blocks between epilo
 groups wait for each other at every block; split, two tiles are in flight per CTA and a group's
 softmax overlaps the other's wgmmas without a rendezvous. Q is one resident [NUM_GROUPS*64, D] tile
 read by both groups; the producer loads K/V in tile order into the one ring, and a group steps its
-ring counter over the other group's blocks.
+ring counter over the other group's blocks. SPLIT_RINGS (`FwdConfig.split_rings`) gives each group
+a ring of its own (half the slots) and the producer takes a block of each group's tiles in turn
+(`_produce_split_rings`), so a group's next tile loads as soon as its own slots free.
 KV blocks per tile come from `kv_block_range`, shared by every role; the blocks outside
 `kv_unmasked_range` (block 0 included, unless every real row sees all its keys) run the masked
 softmax, the rest without any mask.
@@ -100,6 +102,13 @@ def _rescale_lazily(acc, alpha):
 @triton.jit
 def _bufidx_phase(cnt, NUM_BUF: tl.constexpr):
     return cnt % NUM_BUF, (cnt // NUM_BUF) & 1
+
+
+@triton.jit
+def _ring_slot(cnt, RING0: tl.constexpr, NUM_BUF: tl.constexpr):
+    """(slot, phase) of turn cnt of the NUM_BUF-deep K/V ring whose first slot is RING0
+    (SPLIT_RINGS: one ring per consumer group; else one ring from slot 0)."""
+    return RING0 + cnt % NUM_BUF, (cnt // NUM_BUF) & 1
 
 
 @triton.jit
@@ -175,14 +184,14 @@ def _release_staged_q_slot(q_empties, release, held_o):
 @triton.jit
 def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p,
                       m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
-                      cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
-                      CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, MASK: tl.constexpr,
-                      BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
+                      cid: tl.constexpr, NUM_GROUPS: tl.constexpr, RING0: tl.constexpr,
+                      NUM_BUF_KV: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
+                      MASK: tl.constexpr, BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
                       LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr, PINGPONG: tl.constexpr):
     """Steady state: QK^T of block cnt overlapped with PV of block cnt-1 (p holds its probs: in
     the MMA dtype, or fp32 with LATE_P_CAST, cast only once this block's QK^T is issued, so the
     cast runs beside the tensor core instead of before the issue, as the TLX tutorial does)."""
-    k_idx, k_phase = _bufidx_phase(cnt, NUM_BUF_KV)
+    k_idx, k_phase = _ring_slot(cnt, RING0, NUM_BUF_KV)
     tlx.barrier_wait(k_fulls[k_idx], k_phase)
     if PINGPONG:
         _pingpong_enter(cid, NUM_GROUPS)
@@ -191,7 +200,7 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
         _pingpong_leave(cid, NUM_GROUPS)
     if LATE_P_CAST:
         p = p.to(dtype)
-    v_idx, v_phase = _bufidx_phase(cnt - 1, NUM_BUF_KV)
+    v_idx, v_phase = _ring_slot(cnt - 1, RING0, NUM_BUF_KV)
     tlx.barrier_wait(v_fulls[v_idx], v_phase)
     acc = tlx.async_dot(p, v_tiles[v_idx], acc)
     qk = tlx.async_dot_wait(1, qk)
@@ -211,14 +220,15 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
 
 @triton.jit
 def _first_block(q_buf, k_tiles, k_fulls, k_empties, cnt, first_full, start_n, rows, klen, window,
-                 qk_scale, cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
-                 CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BLOCK_N: tl.constexpr,
-                 LAZY_RESCALE: tl.constexpr, ROWS: tl.constexpr, PINGPONG: tl.constexpr):
+                 qk_scale, cid: tl.constexpr, NUM_GROUPS: tl.constexpr, RING0: tl.constexpr,
+                 NUM_BUF_KV: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
+                 BLOCK_N: tl.constexpr, LAZY_RESCALE: tl.constexpr, ROWS: tl.constexpr,
+                 PINGPONG: tl.constexpr):
     """A tile's first block (ROWS query rows): the QK^T of K/V block cnt and its softmax from an
     empty row state, no PV yet; returns (p fp32, m_i, l_i)."""
     m_i = tl.zeros([ROWS], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([ROWS], dtype=tl.float32)
-    k_idx, k_phase = _bufidx_phase(cnt, NUM_BUF_KV)
+    k_idx, k_phase = _ring_slot(cnt, RING0, NUM_BUF_KV)
     tlx.barrier_wait(k_fulls[k_idx], k_phase)
     if PINGPONG:
         _pingpong_enter(cid, NUM_GROUPS)
@@ -239,15 +249,98 @@ def _first_block(q_buf, k_tiles, k_fulls, k_empties, cnt, first_full, start_n, r
 
 
 @triton.jit
-def _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt, NUM_BUF_KV: tl.constexpr,
-                    dtype: tl.constexpr):
+def _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt, RING0: tl.constexpr,
+                    NUM_BUF_KV: tl.constexpr, dtype: tl.constexpr):
     """A tile's epilogue PV: p over K/V block cnt's V into acc, waited; the V slot goes back."""
-    v_idx, v_phase = _bufidx_phase(cnt, NUM_BUF_KV)
+    v_idx, v_phase = _ring_slot(cnt, RING0, NUM_BUF_KV)
     tlx.barrier_wait(v_fulls[v_idx], v_phase)
     acc = tlx.async_dot(p.to(dtype), v_tiles[v_idx], acc)
     acc = tlx.async_dot_wait(0, acc)
     tlx.barrier_arrive(v_empties[v_idx], 1)
     return acc
+
+
+@triton.jit
+def _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, cnt,
+                   row, col, RING0: tl.constexpr, NUM_BUF_KV: tl.constexpr,
+                   KV_BYTES: tl.constexpr):
+    """The producer's turn cnt of a K/V ring (`_ring_slot`): K and V rows row.. at column col, each
+    into its slot once the consumers gave it back."""
+    kv_idx, kv_phase = _ring_slot(cnt, RING0, NUM_BUF_KV)
+    tlx.barrier_wait(k_empties[kv_idx], kv_phase ^ 1)
+    tlx.barrier_expect_bytes(k_fulls[kv_idx], KV_BYTES)
+    tlx.async_descriptor_load(desc_k, k_tiles[kv_idx], [row, col], k_fulls[kv_idx])
+    tlx.barrier_wait(v_empties[kv_idx], kv_phase ^ 1)
+    tlx.barrier_expect_bytes(v_fulls[kv_idx], KV_BYTES)
+    tlx.async_descriptor_load(desc_v, v_tiles[kv_idx], [row, col], v_fulls[kv_idx])
+
+
+@triton.jit
+def _stream_tile(it, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, G, NUM_MB, ctas_per_pair,
+                 tile_window, q_off, k_off, q_len, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                 BLOCK_N: tl.constexpr):
+    """SPLIT_RINGS' producer: (K/V blocks, first key row, key column) of the CTA's tile it, no
+    blocks past its last tile (resident broadcast Q without a mask: whole BLOCK_N-row boxes)."""
+    valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair,
+                              tile_window, True)
+    q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, True)
+    lo, nblk = kv_block_range(mb * BLOCK_M, qlen, klen, 0, False, False, BLOCK_M, BLOCK_N)
+    return tl.where(valid & (it < n_iter), nblk, 0), kv_row0 + lo, (h // G) * HEAD_DIM
+
+
+@triton.jit
+def _produce_split_rings(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls, k_fulls,
+                         k_empties, v_fulls, v_empties, n_iter, pid, n_prog, tile_entry, n_tiles,
+                         B, H, G, NUM_MB, ctas_per_pair, tile_window, q_off, k_off, q_len,
+                         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         RING: tl.constexpr, Q_BYTES: tl.constexpr, KV_BYTES: tl.constexpr):
+    """SPLIT_RINGS' producer (two groups): group c's tiles (c, c + 2, ...) stream into ring c, K/V
+    slots c*RING .. c*RING + RING - 1, one block of each stream in turn. With one ring in tile
+    order a group's next tile could load only behind the other group's whole tile (run 41's
+    profile: the groups waited for a tile's first K block in ~8 % of their samples); here it loads
+    as soon as the group frees its own slots. The resident Q tile loads before the first block."""
+    _, _, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair,
+                          tile_window, True)
+    it0 = pid * 0
+    it1 = it0 + 1
+    n0, row0, col0 = _stream_tile(it0, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, G, NUM_MB,
+                                  ctas_per_pair, tile_window, q_off, k_off, q_len, HEAD_DIM,
+                                  BLOCK_M, BLOCK_N)
+    n1, row1, col1 = _stream_tile(it1, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, G, NUM_MB,
+                                  ctas_per_pair, tile_window, q_off, k_off, q_len, HEAD_DIM,
+                                  BLOCK_M, BLOCK_N)
+    j0 = it0 * 0  # next block of each stream's tile
+    j1 = it0 * 0
+    cnt0 = it0 * 0  # each ring's turns
+    cnt1 = it0 * 0
+    q_loaded = it0 * 0
+    while (it0 < n_iter) | (it1 < n_iter):
+        if (q_loaded == 0) & ((j0 < n0) | (j1 < n1)):
+            tlx.barrier_expect_bytes(q_fulls[0], Q_BYTES)
+            tlx.async_descriptor_load(desc_q, q_tiles[0], [mb * BLOCK_M, h * HEAD_DIM], q_fulls[0])
+            q_loaded = q_loaded + 1
+        if j0 < n0:
+            _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
+                           v_empties, cnt0, row0 + j0 * BLOCK_N, col0, 0, RING, KV_BYTES)
+            j0 += 1
+            cnt0 += 1
+        if (j0 >= n0) & (it0 < n_iter):  # the tile's blocks are issued: the stream's next tile
+            it0 += 2
+            n0, row0, col0 = _stream_tile(it0, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, G,
+                                          NUM_MB, ctas_per_pair, tile_window, q_off, k_off, q_len,
+                                          HEAD_DIM, BLOCK_M, BLOCK_N)
+            j0 = 0
+        if j1 < n1:
+            _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
+                           v_empties, cnt1, row1 + j1 * BLOCK_N, col1, RING, RING, KV_BYTES)
+            j1 += 1
+            cnt1 += 1
+        if (j1 >= n1) & (it1 < n_iter):
+            it1 += 2
+            n1, row1, col1 = _stream_tile(it1, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, G,
+                                          NUM_MB, ctas_per_pair, tile_window, q_off, k_off, q_len,
+                                          HEAD_DIM, BLOCK_M, BLOCK_N)
+            j1 = 0
 
 
 @triton.jit
@@ -326,7 +419,7 @@ def jfa_fwd_kernel(
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
-    FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr,
+    FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, SPLIT_RINGS: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -334,6 +427,10 @@ def jfa_fwd_kernel(
     # launcher's conditions: broadcast Q, resident, q_len == BLOCK_M, no mask, O by TMA only)
     tl.static_assert(not SPLIT_TILES or (BROADCAST_Q and RESIDENT and O_TMA_ONLY and not CAUSAL
                                          and not HAS_WINDOW))
+    # SPLIT_RINGS: with SPLIT_TILES, one K/V ring per group (`_produce_split_rings`)
+    tl.static_assert(not SPLIT_RINGS or (SPLIT_TILES and NUM_GROUPS == 2
+                                         and NUM_BUF_KV % NUM_GROUPS == 0))
+    RING: tl.constexpr = NUM_BUF_KV // NUM_GROUPS if SPLIT_RINGS else NUM_BUF_KV  # slots per ring
     Q_ROWS: tl.constexpr = BLOCK_M if SPLIT_TILES else BM_SPLIT  # query rows per group and tile
     # consumer groups sharing a tile: its Q tiles per q-block and the readers of each K/V block
     TILE_GROUPS: tl.constexpr = 1 if SPLIT_TILES else NUM_GROUPS
@@ -380,55 +477,58 @@ def jfa_fwd_kernel(
     with tlx.async_tasks():
         # ---- producer: TMA loads of Q (when it changes) and K/V ----------------------------
         with tlx.async_task("default"):
-            cnt_kv = 0
-            cnt_q = 0
-            last_q = -1
-            # tile info is prefetched: tile it+1's entry one iteration ahead, its bounds at the
-            # start of tile it, so no global-load latency sits at a tile boundary
-            valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                      ctas_per_pair, tile_window, RESIDENT)
-            q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
-            n_valid, n_b, n_h, n_mb = tile_at(1, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                              ctas_per_pair, tile_window, RESIDENT)
-            for it in range(0, n_iter):
-                nn_valid, nn_b, nn_h, nn_mb = tile_at(it + 2, pid, n_prog, tile_entry, n_tiles, B,
-                                                      H, NUM_MB, ctas_per_pair, tile_window,
-                                                      RESIDENT)
-                n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(
-                    n_b, q_off, k_off, q_len, BROADCAST_Q)
-                if valid:
-                    m0 = mb * BLOCK_M
-                    lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW,
-                                              BLOCK_M, BLOCK_N)
-                    if nblk > 0:
-                        q_key = (q_row0 + m0) * H + h
-                        if q_key != last_q:
-                            q_idx, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
-                            for g in tl.static_range(TILE_GROUPS):
-                                slot = g * NUM_BUF_Q + q_idx
-                                tlx.barrier_wait(q_empties[slot], q_phase ^ 1)
-                                tlx.barrier_expect_bytes(q_fulls[slot], Q_BYTES)
-                                tlx.async_descriptor_load(desc_q, q_tiles[slot],
-                                                          [q_row0 + m0 + g * BM_SPLIT, h * HEAD_DIM],
-                                                          q_fulls[slot])
-                            cnt_q += 1
-                            last_q = q_key
-                        kv_col = (h // G) * HEAD_DIM
-                        for j in range(0, nblk):
-                            kv_idx, kv_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
-                            row = kv_row0 + lo + j * BLOCK_N
-                            tlx.barrier_wait(k_empties[kv_idx], kv_phase ^ 1)
-                            tlx.barrier_expect_bytes(k_fulls[kv_idx], KV_BYTES)
-                            tlx.async_descriptor_load(desc_k, k_tiles[kv_idx], [row, kv_col],
-                                                      k_fulls[kv_idx])
-                            tlx.barrier_wait(v_empties[kv_idx], kv_phase ^ 1)
-                            tlx.barrier_expect_bytes(v_fulls[kv_idx], KV_BYTES)
-                            tlx.async_descriptor_load(desc_v, v_tiles[kv_idx], [row, kv_col],
-                                                      v_fulls[kv_idx])
-                            cnt_kv += 1
-                valid, b, h, mb = n_valid, n_b, n_h, n_mb
-                q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
-                n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb
+            if SPLIT_RINGS:
+                _produce_split_rings(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls,
+                                     k_fulls, k_empties, v_fulls, v_empties, n_iter, pid, n_prog,
+                                     tile_entry, n_tiles, B, H, G, NUM_MB, ctas_per_pair,
+                                     tile_window, q_off, k_off, q_len, HEAD_DIM, BLOCK_M, BLOCK_N,
+                                     RING, Q_BYTES, KV_BYTES)
+            else:
+                cnt_kv = 0
+                cnt_q = 0
+                last_q = -1
+                # tile info is prefetched: tile it+1's entry one iteration ahead, its bounds at the
+                # start of tile it, so no global-load latency sits at a tile boundary
+                valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+                                          ctas_per_pair, tile_window, RESIDENT)
+                q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
+                                                                   BROADCAST_Q)
+                n_valid, n_b, n_h, n_mb = tile_at(1, pid, n_prog, tile_entry, n_tiles, B, H,
+                                                  NUM_MB, ctas_per_pair, tile_window, RESIDENT)
+                for it in range(0, n_iter):
+                    nn_valid, nn_b, nn_h, nn_mb = tile_at(it + 2, pid, n_prog, tile_entry, n_tiles,
+                                                          B, H, NUM_MB, ctas_per_pair, tile_window,
+                                                          RESIDENT)
+                    n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(
+                        n_b, q_off, k_off, q_len, BROADCAST_Q)
+                    if valid:
+                        m0 = mb * BLOCK_M
+                        lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW,
+                                                  BLOCK_M, BLOCK_N)
+                        if nblk > 0:
+                            q_key = (q_row0 + m0) * H + h
+                            if q_key != last_q:
+                                q_idx, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
+                                for g in tl.static_range(TILE_GROUPS):
+                                    slot = g * NUM_BUF_Q + q_idx
+                                    tlx.barrier_wait(q_empties[slot], q_phase ^ 1)
+                                    tlx.barrier_expect_bytes(q_fulls[slot], Q_BYTES)
+                                    tlx.async_descriptor_load(
+                                        desc_q, q_tiles[slot],
+                                        [q_row0 + m0 + g * BM_SPLIT, h * HEAD_DIM], q_fulls[slot])
+                                cnt_q += 1
+                                last_q = q_key
+                            kv_col = (h // G) * HEAD_DIM
+                            for j in range(0, nblk):
+                                _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls,
+                                               k_empties, v_fulls, v_empties, cnt_kv,
+                                               kv_row0 + lo + j * BLOCK_N, kv_col, 0, NUM_BUF_KV,
+                                               KV_BYTES)
+                                cnt_kv += 1
+                    valid, b, h, mb = n_valid, n_b, n_h, n_mb
+                    q_row0, out_row0, qlen, kv_row0, klen = (n_q_row0, n_out_row0, n_qlen,
+                                                             n_kv_row0, n_klen)
+                    n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb
 
         # ---- consumers: QK^T, online softmax, PV, epilogue -------------------------------
         with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=NUM_GROUPS):
@@ -437,6 +537,7 @@ def jfa_fwd_kernel(
             # from the one resident Q tile)
             ROW_OFF: tl.constexpr = 0 if SPLIT_TILES else cid * BM_SPLIT
             Q_SLOT0: tl.constexpr = 0 if SPLIT_TILES else cid * NUM_BUF_Q
+            RING0: tl.constexpr = cid * RING if SPLIT_RINGS else 0  # this group's K/V ring
             qk_scale = sm_scale * 1.4426950408889634  # scores in base 2
             cnt_kv = 0
             cnt_q = 0
@@ -462,8 +563,9 @@ def jfa_fwd_kernel(
                     theirs = False  # SPLIT_TILES: the other group's tile (else a compile-time False)
                     if SPLIT_TILES:
                         theirs = it % NUM_GROUPS != cid
-                    if theirs:  # its K/V blocks pass by in the ring: step the counter over them
-                        cnt_kv += nblk
+                    if theirs:  # its K/V blocks pass by in the one ring: step the counter over them
+                        if not SPLIT_RINGS:
+                            cnt_kv += nblk
                     else:
                         rows = m0 + ROW_OFF + tl.arange(0, Q_ROWS)
                         o = tl.zeros([Q_ROWS, HEAD_DIM], dtype=dtype)  # rows that see no key
@@ -513,7 +615,7 @@ def jfa_fwd_kernel(
                                 # prologue: QK^T of block 0 and its softmax, no PV yet
                                 p_f32, m_i, l_i = _first_block(
                                     q_buf, k_tiles, k_fulls, k_empties, cnt_kv, first_full, lo, rows,
-                                    klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
+                                    klen, window, qk_scale, cid, NUM_GROUPS, RING0, RING, CAUSAL,
                                     HAS_WINDOW, BLOCK_N, LAZY_RESCALE, Q_ROWS, not SPLIT_TILES)
                                 acc = tl.zeros([Q_ROWS, HEAD_DIM], dtype=tl.float32)
                                 p = p_f32 if LATE_P_CAST else p_f32.to(dtype)
@@ -526,23 +628,23 @@ def jfa_fwd_kernel(
                                     acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                         q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                         acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
-                                        qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES)
+                                        qk_scale, cid, NUM_GROUPS, RING0, RING, CAUSAL, HAS_WINDOW,
+                                        True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES)
                                 for j in range(a, c):
                                     acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                         q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                         acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
-                                        qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False,
-                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES)
+                                        qk_scale, cid, NUM_GROUPS, RING0, RING, CAUSAL, HAS_WINDOW,
+                                        False, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES)
                                 for j in range(c, nblk):
                                     acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                         q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                         acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
-                                        qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES)
+                                        qk_scale, cid, NUM_GROUPS, RING0, RING, CAUSAL, HAS_WINDOW,
+                                        True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES)
                                 # epilogue: PV of the last block
                                 acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,
-                                                      NUM_BUF_KV, dtype)
+                                                      RING0, RING, dtype)
                                 o, lse = _normalise(acc, m_i, l_i, RCP_NORMALISE, FAST_EPILOGUE, dtype)
                                 if O_IN_Q:
                                     if tma_o:  # stage O in the Q tile: its last QK^T was waited on

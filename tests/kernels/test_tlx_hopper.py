@@ -714,6 +714,29 @@ def test_split_tiles_changes_no_value(case):
 
 
 @pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", split_tiles_cases(), ids=lambda c: c.name)
+def test_split_rings_changes_no_value(case):
+    """FwdConfig.split_rings (a K/V ring per group, the producer alternating between the groups'
+    tiles) against the reference, and bit-identical with the split tile's one ring: the same
+    blocks meet the same wgmmas, only the slots and the load order differ. The cases hold tiles
+    without keys, odd tile counts per CTA and an idle second group."""
+    from kernels import tlx_hopper
+
+    inputs = make_inputs(case, zlib.crc32(case.name.encode()))
+    res = check_forward(case, inputs=inputs, overrides={**SPLIT_TILES, "split_rings": True})
+    assert res["ok"], res
+    q, k, v, q_off, k_off, _, _ = inputs
+    params = _params(case, 1 / math.sqrt(case.d))
+    with persistent_grid(case.grid):
+        default = tlx_hopper.call_fwd_config(q, k, k_off, params)
+        rings = dataclasses.replace(default, split_rings=not default.split_rings)
+        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
+        out_r, lse_r = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=rings)
+    assert torch.equal(out, out_r) and torch.equal(lse, lse_r)
+
+
+@pytest.mark.gpu
 def test_split_tiles_refuses_a_call_it_cannot_run():
     """A mask (here causal) is refused with the rule, not computed without it."""
     from kernels import tlx_hopper
