@@ -175,6 +175,14 @@ class FwdConfig:
     # split tile: a group waited for its next tile's first K block in ~8 % of its samples, the one
     # ring holding the other group's tile ahead of it
     split_rings: bool = False
+    # the unmasked bulk's blocks in pairs (`tlx_hopper_fwd._consume_kv_pair`): the PV of the block
+    # before a pair is waited for only after the pair's second QK^T is issued, so that QK^T queues
+    # behind it on the tensor core instead of behind the wait; O and LSE bit-identical. Run 41's
+    # profile of the split tile: that PV wait held ~8 % of a group's samples. sm_90 compile check
+    # (session 40): no spill in the 64-key PMA q128 tile (fill 0.5) nor the 32-key q192 and q128
+    # ping-pong tiles; the split, long-key and q192 64-key tiles spill 24-97 words, and the
+    # self/cross D=128 tile serialises its wgmmas (ptxas C7514)
+    pv_pairs: bool = False
 
     @property
     def block_m(self) -> int:
@@ -448,7 +456,8 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
         RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
-        SPLIT_TILES=cfg.split_tiles, SPLIT_RINGS=cfg.split_rings, num_warps=4, num_stages=1,
+        SPLIT_TILES=cfg.split_tiles, SPLIT_RINGS=cfg.split_rings, PV_PAIRS=cfg.pv_pairs,
+        num_warps=4, num_stages=1,
         launch_pdl=cfg.pdl)
     return out, lse
 

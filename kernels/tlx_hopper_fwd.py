@@ -35,7 +35,9 @@ a ring of its own (half the slots) and the producer takes a block of each group'
 (`_produce_split_rings`), so a group's next tile loads as soon as its own slots free.
 KV blocks per tile come from `kv_block_range`, shared by every role; the blocks outside
 `kv_unmasked_range` (block 0 included, unless every real row sees all its keys) run the masked
-softmax, the rest without any mask.
+softmax, the rest without any mask. PV_PAIRS (`FwdConfig.pv_pairs`) takes the unmasked blocks in
+pairs, each pair's second QK^T issued before the wait for the PV of the block before the pair
+(`_consume_kv_pair`).
 """
 
 from __future__ import annotations
@@ -182,6 +184,16 @@ def _release_staged_q_slot(q_empties, release, held_o):
 
 
 @triton.jit
+def _rescale(acc, alpha, LAZY_RESCALE: tl.constexpr):
+    """acc * alpha[:, None] (LAZY_RESCALE: skipped by threads whose rows kept their max)."""
+    if LAZY_RESCALE:
+        acc = _rescale_lazily(acc, alpha)
+    else:
+        acc = acc * alpha[:, None]
+    return acc
+
+
+@triton.jit
 def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p,
                       m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
                       cid: tl.constexpr, NUM_GROUPS: tl.constexpr, RING0: tl.constexpr,
@@ -209,13 +221,66 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
                                             CAUSAL, HAS_WINDOW, MASK, BLOCK_N, LAZY_RESCALE)
     acc = tlx.async_dot_wait(0, acc)  # PV done: V slot free, acc safe to rescale
     tlx.barrier_arrive(v_empties[v_idx], 1)
-    if LAZY_RESCALE:
-        acc = _rescale_lazily(acc, alpha)
-    else:
-        acc = acc * alpha[:, None]
+    acc = _rescale(acc, alpha, LAZY_RESCALE)
     if not LATE_P_CAST:
         p_f32 = p_f32.to(dtype)
     return acc, p_f32, m_i, l_i, cnt + 1
+
+
+@triton.jit
+def _consume_kv_pair(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p,
+                     m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
+                     cid: tl.constexpr, NUM_GROUPS: tl.constexpr, RING0: tl.constexpr,
+                     NUM_BUF_KV: tl.constexpr, BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
+                     LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr, PINGPONG: tl.constexpr):
+    """PV_PAIRS: unmasked blocks cnt and cnt+1 as two `_consume_kv_block` steps, except that the
+    PV of block cnt-1 is waited for only after block cnt+1's QK^T is issued, so that QK^T queues
+    behind it on the tensor core instead of behind the consumer's wait; then acc takes block cnt's
+    factor and block cnt's PV is issued. The same operations on acc in the same order as two
+    steps (the same O bit for bit). An accumulator in flight across a loop iteration makes ptxas
+    serialise every wgmma (C7514, session 40), hence pairs inside one iteration."""
+    # block cnt up to its softmax; PV of block cnt-1 stays in flight
+    k_idx, k_phase = _ring_slot(cnt, RING0, NUM_BUF_KV)
+    tlx.barrier_wait(k_fulls[k_idx], k_phase)
+    if PINGPONG:
+        _pingpong_enter(cid, NUM_GROUPS)
+    qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
+    if PINGPONG:
+        _pingpong_leave(cid, NUM_GROUPS)
+    if LATE_P_CAST:
+        p = p.to(dtype)
+    v_idx, v_phase = _ring_slot(cnt - 1, RING0, NUM_BUF_KV)
+    tlx.barrier_wait(v_fulls[v_idx], v_phase)
+    acc = tlx.async_dot(p, v_tiles[v_idx], acc)
+    qk = tlx.async_dot_wait(1, qk)
+    tlx.barrier_arrive(k_empties[k_idx], 1)
+    p, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window,
+                                        False, False, False, BLOCK_N, LAZY_RESCALE)
+    # block cnt+1: its QK^T first, then the wait for PV of block cnt-1
+    k_idx, k_phase = _ring_slot(cnt + 1, RING0, NUM_BUF_KV)
+    tlx.barrier_wait(k_fulls[k_idx], k_phase)
+    if PINGPONG:
+        _pingpong_enter(cid, NUM_GROUPS)
+    qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
+    if PINGPONG:
+        _pingpong_leave(cid, NUM_GROUPS)
+    acc = tlx.async_dot_wait(1, acc)  # PV of block cnt-1: issued before this QK^T
+    tlx.barrier_arrive(v_empties[v_idx], 1)
+    acc = _rescale(acc, alpha, LAZY_RESCALE)
+    p = p.to(dtype)
+    v_idx, v_phase = _ring_slot(cnt, RING0, NUM_BUF_KV)
+    tlx.barrier_wait(v_fulls[v_idx], v_phase)
+    acc = tlx.async_dot(p, v_tiles[v_idx], acc)
+    qk = tlx.async_dot_wait(1, qk)
+    tlx.barrier_arrive(k_empties[k_idx], 1)
+    p_f32, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n + BLOCK_N, klen,
+                                            window, False, False, False, BLOCK_N, LAZY_RESCALE)
+    acc = tlx.async_dot_wait(0, acc)  # PV of block cnt done: V slot free, acc safe to rescale
+    tlx.barrier_arrive(v_empties[v_idx], 1)
+    acc = _rescale(acc, alpha, LAZY_RESCALE)
+    if not LATE_P_CAST:
+        p_f32 = p_f32.to(dtype)
+    return acc, p_f32, m_i, l_i, cnt + 2
 
 
 @triton.jit
@@ -420,6 +485,7 @@ def jfa_fwd_kernel(
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
     FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, SPLIT_RINGS: tl.constexpr,
+    PV_PAIRS: tl.constexpr,
 ):
     BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -630,12 +696,23 @@ def jfa_fwd_kernel(
                                         acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                         qk_scale, cid, NUM_GROUPS, RING0, RING, CAUSAL, HAS_WINDOW,
                                         True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES)
-                                for j in range(a, c):
+                                pairs0 = c  # PV_PAIRS: the bulk's blocks from pairs0 in pairs
+                                if PV_PAIRS:
+                                    pairs0 = a + (c - a) % 2
+                                for j in range(a, pairs0):
                                     acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                         q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                         acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                         qk_scale, cid, NUM_GROUPS, RING0, RING, CAUSAL, HAS_WINDOW,
                                         False, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES)
+                                if PV_PAIRS:
+                                    for j in range(pairs0, c, 2):
+                                        acc, p, m_i, l_i, cnt_kv = _consume_kv_pair(
+                                            q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
+                                            v_empties, acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N,
+                                            rows, klen, window, qk_scale, cid, NUM_GROUPS, RING0,
+                                            RING, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype,
+                                            not SPLIT_TILES)
                                 for j in range(c, nblk):
                                     acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                         q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,

@@ -659,8 +659,9 @@ def flip_cases() -> list[Case]:
 
 # FwdConfig fields whose two values compute the same O and LSE bit for bit: each only moves work
 # or synchronisation (the P cast after the next QK^T's issue; the K/V slots' release by every
-# thread instead of after a warpgroup sync; the launch at the schedule build's start)
-FWD_IDENTITY_SWITCHES = ("late_p_cast", "warp_arrive", "pdl")
+# thread instead of after a warpgroup sync; the launch at the schedule build's start; a block's PV
+# waited for after the next pair's second QK^T issue: bulks of odd and even lengths here)
+FWD_IDENTITY_SWITCHES = ("late_p_cast", "warp_arrive", "pdl", "pv_pairs")
 
 
 @pytest.mark.gpu
