@@ -179,9 +179,10 @@ class FwdConfig:
     # before a pair is waited for only after the pair's second QK^T is issued, so that QK^T queues
     # behind it on the tensor core instead of behind the wait; O and LSE bit-identical. Run 41's
     # profile of the split tile: that PV wait held ~8 % of a group's samples. sm_90 compile check
-    # (session 40): no spill in the 64-key PMA q128 tile (fill 0.5) nor the 32-key q192 and q128
-    # ping-pong tiles; the split, long-key and q192 64-key tiles spill 24-97 words, and the
-    # self/cross D=128 tile serialises its wgmmas (ptxas C7514)
+    # (session 40, PMA tiles without a mask): no spill in the 64-key q128 tile (fill 0.5) nor the
+    # 32-key q192 and q128 ping-pong tiles, 1 / 3 words in the long-key q128 tile (fill 0.9), 4 / 7
+    # in the 64-key q192 tile (fill 0.5 / 0.9), 48 / 52 in the split tile; the self/cross tile at
+    # D = 128 serialises its wgmmas (ptxas C7514)
     pv_pairs: bool = False
 
     @property

@@ -256,6 +256,8 @@ def _consume_kv_pair(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_emp
     tlx.barrier_arrive(k_empties[k_idx], 1)
     p, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window,
                                         False, False, False, BLOCK_N, LAZY_RESCALE)
+    if not LATE_P_CAST:  # held across the next QK^T's issue in the MMA dtype: half the registers
+        p = p.to(dtype)
     # block cnt+1: its QK^T first, then the wait for PV of block cnt-1
     k_idx, k_phase = _ring_slot(cnt + 1, RING0, NUM_BUF_KV)
     tlx.barrier_wait(k_fulls[k_idx], k_phase)
@@ -267,7 +269,8 @@ def _consume_kv_pair(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_emp
     acc = tlx.async_dot_wait(1, acc)  # PV of block cnt-1: issued before this QK^T
     tlx.barrier_arrive(v_empties[v_idx], 1)
     acc = _rescale(acc, alpha, LAZY_RESCALE)
-    p = p.to(dtype)
+    if LATE_P_CAST:
+        p = p.to(dtype)
     v_idx, v_phase = _ring_slot(cnt, RING0, NUM_BUF_KV)
     tlx.barrier_wait(v_fulls[v_idx], v_phase)
     acc = tlx.async_dot(p, v_tiles[v_idx], acc)
