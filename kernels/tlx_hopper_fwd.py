@@ -49,6 +49,7 @@ import triton.language.extra.tlx as tlx
 from kernels.tlx_schedule import (kv_block_range, kv_unmasked_range, n_iterations, seq_bounds,
                                   tile_at, wait_for_previous_kernel)
 
+BM_SPLIT = tl.constexpr(64)  # query rows per consumer group of a ping-pong tile (wgmma M)
 PINGPONG_BAR = tl.constexpr(9)  # named barriers PINGPONG_BAR + c, c < NUM_GROUPS
 O_STAGE_BAR = tl.constexpr(12)  # broadcast TMA_STORE_O: group c's O tile is free (O_STAGE_BAR + c)
 
@@ -344,6 +345,60 @@ def _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls
 
 
 @triton.jit
+def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls, q_empties,
+                           k_fulls, k_empties, v_fulls, v_empties, n_iter, pid, n_prog,
+                           tile_entry, n_tiles, B, H, G, NUM_MB, ctas_per_pair, tile_window, q_off,
+                           k_off, q_len, window, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                           BLOCK_N: tl.constexpr, NUM_BUF_Q: tl.constexpr,
+                           NUM_BUF_KV: tl.constexpr, TILE_GROUPS: tl.constexpr,
+                           CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
+                           BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr,
+                           Q_BYTES: tl.constexpr, KV_BYTES: tl.constexpr):
+    """The producer with one K/V ring: the CTA's tiles in order, each tile's Q slices (once per
+    q-block while it stays resident) and then its K/V blocks."""
+    cnt_kv = 0
+    cnt_q = 0
+    last_q = -1
+    # tile info is prefetched: tile it+1's entry one iteration ahead, its bounds at the start of
+    # tile it, so no global-load latency sits at a tile boundary
+    valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair,
+                              tile_window, RESIDENT)
+    q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
+    n_valid, n_b, n_h, n_mb = tile_at(1, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+                                      ctas_per_pair, tile_window, RESIDENT)
+    for it in range(0, n_iter):
+        nn_valid, nn_b, nn_h, nn_mb = tile_at(it + 2, pid, n_prog, tile_entry, n_tiles, B, H,
+                                              NUM_MB, ctas_per_pair, tile_window, RESIDENT)
+        n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(n_b, q_off, k_off, q_len,
+                                                                     BROADCAST_Q)
+        if valid:
+            m0 = mb * BLOCK_M
+            lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW, BLOCK_M, BLOCK_N)
+            if nblk > 0:
+                q_key = (q_row0 + m0) * H + h
+                if q_key != last_q:
+                    q_idx, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
+                    for g in tl.static_range(TILE_GROUPS):
+                        slot = g * NUM_BUF_Q + q_idx
+                        tlx.barrier_wait(q_empties[slot], q_phase ^ 1)
+                        tlx.barrier_expect_bytes(q_fulls[slot], Q_BYTES)
+                        tlx.async_descriptor_load(desc_q, q_tiles[slot],
+                                                  [q_row0 + m0 + g * BM_SPLIT, h * HEAD_DIM],
+                                                  q_fulls[slot])
+                    cnt_q += 1
+                    last_q = q_key
+                kv_col = (h // G) * HEAD_DIM
+                for j in range(0, nblk):
+                    _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
+                                   v_empties, cnt_kv, kv_row0 + lo + j * BLOCK_N, kv_col, 0,
+                                   NUM_BUF_KV, KV_BYTES)
+                    cnt_kv += 1
+        valid, b, h, mb = n_valid, n_b, n_h, n_mb
+        q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
+        n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb
+
+
+@triton.jit
 def _stream_tile(it, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, G, NUM_MB, ctas_per_pair,
                  tile_window, q_off, k_off, q_len, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                  BLOCK_N: tl.constexpr):
@@ -351,7 +406,7 @@ def _stream_tile(it, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, G, NUM_MB, 
     blocks past its last tile (resident broadcast Q without a mask: whole BLOCK_N-row boxes)."""
     valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair,
                               tile_window, True)
-    q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, True)
+    _, _, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, True)
     lo, nblk = kv_block_range(mb * BLOCK_M, qlen, klen, 0, False, False, BLOCK_M, BLOCK_N)
     return tl.where(valid & (it < n_iter), nblk, 0), kv_row0 + lo, (h // G) * HEAD_DIM
 
@@ -490,7 +545,6 @@ def jfa_fwd_kernel(
     FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, SPLIT_RINGS: tl.constexpr,
     PV_PAIRS: tl.constexpr,
 ):
-    BM_SPLIT: tl.constexpr = 64
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
     # SPLIT_TILES: a group computes all BLOCK_M rows of its own tiles from one resident Q tile (the
     # launcher's conditions: broadcast Q, resident, q_len == BLOCK_M, no mask, O by TMA only)
@@ -544,7 +598,7 @@ def jfa_fwd_kernel(
     n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
 
     with tlx.async_tasks():
-        # ---- producer: TMA loads of Q (when it changes) and K/V ----------------------------
+        # ---- producer: TMA loads of Q (when it changes) and K/V, one ring or one per group --
         with tlx.async_task("default"):
             if SPLIT_RINGS:
                 _produce_split_rings(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls,
@@ -553,51 +607,13 @@ def jfa_fwd_kernel(
                                      tile_window, q_off, k_off, q_len, HEAD_DIM, BLOCK_M, BLOCK_N,
                                      RING, Q_BYTES, KV_BYTES)
             else:
-                cnt_kv = 0
-                cnt_q = 0
-                last_q = -1
-                # tile info is prefetched: tile it+1's entry one iteration ahead, its bounds at the
-                # start of tile it, so no global-load latency sits at a tile boundary
-                valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                          ctas_per_pair, tile_window, RESIDENT)
-                q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
-                                                                   BROADCAST_Q)
-                n_valid, n_b, n_h, n_mb = tile_at(1, pid, n_prog, tile_entry, n_tiles, B, H,
-                                                  NUM_MB, ctas_per_pair, tile_window, RESIDENT)
-                for it in range(0, n_iter):
-                    nn_valid, nn_b, nn_h, nn_mb = tile_at(it + 2, pid, n_prog, tile_entry, n_tiles,
-                                                          B, H, NUM_MB, ctas_per_pair, tile_window,
-                                                          RESIDENT)
-                    n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(
-                        n_b, q_off, k_off, q_len, BROADCAST_Q)
-                    if valid:
-                        m0 = mb * BLOCK_M
-                        lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW,
-                                                  BLOCK_M, BLOCK_N)
-                        if nblk > 0:
-                            q_key = (q_row0 + m0) * H + h
-                            if q_key != last_q:
-                                q_idx, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
-                                for g in tl.static_range(TILE_GROUPS):
-                                    slot = g * NUM_BUF_Q + q_idx
-                                    tlx.barrier_wait(q_empties[slot], q_phase ^ 1)
-                                    tlx.barrier_expect_bytes(q_fulls[slot], Q_BYTES)
-                                    tlx.async_descriptor_load(
-                                        desc_q, q_tiles[slot],
-                                        [q_row0 + m0 + g * BM_SPLIT, h * HEAD_DIM], q_fulls[slot])
-                                cnt_q += 1
-                                last_q = q_key
-                            kv_col = (h // G) * HEAD_DIM
-                            for j in range(0, nblk):
-                                _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls,
-                                               k_empties, v_fulls, v_empties, cnt_kv,
-                                               kv_row0 + lo + j * BLOCK_N, kv_col, 0, NUM_BUF_KV,
-                                               KV_BYTES)
-                                cnt_kv += 1
-                    valid, b, h, mb = n_valid, n_b, n_h, n_mb
-                    q_row0, out_row0, qlen, kv_row0, klen = (n_q_row0, n_out_row0, n_qlen,
-                                                             n_kv_row0, n_klen)
-                    n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb
+                _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls,
+                                       q_empties, k_fulls, k_empties, v_fulls, v_empties, n_iter,
+                                       pid, n_prog, tile_entry, n_tiles, B, H, G, NUM_MB,
+                                       ctas_per_pair, tile_window, q_off, k_off, q_len, window,
+                                       HEAD_DIM, BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV,
+                                       TILE_GROUPS, CAUSAL, HAS_WINDOW, BROADCAST_Q, RESIDENT,
+                                       Q_BYTES, KV_BYTES)
 
         # ---- consumers: QK^T, online softmax, PV, epilogue -------------------------------
         with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=NUM_GROUPS):
