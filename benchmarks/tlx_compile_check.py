@@ -87,7 +87,7 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len):
                  LAZY_RESCALE=cfg.lazy_rescale,
                  RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
                  SPLIT_TILES=cfg.split_tiles, SPLIT_RINGS=cfg.split_rings,
-                 PV_PAIRS=cfg.pv_pairs)
+                 PV_CHAIN=cfg.pv_chain)
     for k in const:
         sig[k] = "constexpr"
     src = triton.compiler.ASTSource(fn=jfa_fwd_kernel, signature=sig, constexprs=const,

@@ -175,15 +175,16 @@ class FwdConfig:
     # split tile: a group waited for its next tile's first K block in ~8 % of its samples, the one
     # ring holding the other group's tile ahead of it
     split_rings: bool = False
-    # the unmasked bulk's blocks in pairs (`tlx_hopper_fwd._consume_kv_pair`): the PV of the block
-    # before a pair is waited for only after the pair's second QK^T is issued, so that QK^T queues
-    # behind it on the tensor core instead of behind the wait; O and LSE bit-identical. Run 41's
-    # profile of the split tile: that PV wait held ~8 % of a group's samples. sm_90 compile check
-    # (session 40, PMA tiles without a mask): no spill in the 64-key q128 tile (fill 0.5) nor the
-    # 32-key q192 and q128 ping-pong tiles, 1 / 3 words in the long-key q128 tile (fill 0.9), 4 / 7
-    # in the 64-key q192 tile (fill 0.5 / 0.9), 48 / 52 in the split tile; the self/cross tile at
-    # D = 128 serialises its wgmmas (ptxas C7514)
-    pv_pairs: bool = False
+    # the unmasked bulk's blocks in unrolled chains of this many (1: none;
+    # `tlx_hopper_fwd._consume_kv_chain`): in a chain each PV but the last is waited for only after
+    # the next block's QK^T is issued, so that QK^T queues behind it on the tensor core instead of
+    # behind the wait; O and LSE bit-identical. Run 41's profile of the split tile: that PV wait held
+    # ~8 % of a group's samples. sm_90 compile check of chains of two (session 40, PMA tiles without
+    # a mask): no spill in the 64-key q128 tile (fill 0.5) nor the 32-key q192 and q128 ping-pong
+    # tiles, 1 / 3 words in the long-key q128 tile (fill 0.9), 4 / 7 in the 64-key q192 tile (fill
+    # 0.5 / 0.9), 48 / 52 in the split tile; the self/cross tile at D = 128 serialises its wgmmas
+    # (ptxas C7514)
+    pv_chain: int = 1
 
     @property
     def block_m(self) -> int:
@@ -323,6 +324,7 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
     not fit in shared memory."""
     _check_count(cfg, "tile_window", 0, "0: one sequence's blocks")
     if not isinstance(cfg, BwdConfig):
+        _check_count(cfg, "pv_chain", 1, "unmasked blocks per unrolled chain, 1: none")
         if cfg.split_rings and not cfg.split_tiles:
             raise ValueError("tlx FwdConfig: split_rings needs split_tiles (a ring per group's "
                              "tiles)")
@@ -457,7 +459,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
         RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
-        SPLIT_TILES=cfg.split_tiles, SPLIT_RINGS=cfg.split_rings, PV_PAIRS=cfg.pv_pairs,
+        SPLIT_TILES=cfg.split_tiles, SPLIT_RINGS=cfg.split_rings, PV_CHAIN=cfg.pv_chain,
         num_warps=4, num_stages=1,
         launch_pdl=cfg.pdl)
     return out, lse

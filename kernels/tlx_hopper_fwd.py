@@ -35,9 +35,9 @@ a ring of its own (half the slots) and the producer takes a block of each group'
 (`_produce_split_rings`), so a group's next tile loads as soon as its own slots free.
 KV blocks per tile come from `kv_block_range`, shared by every role; the blocks outside
 `kv_unmasked_range` (block 0 included, unless every real row sees all its keys) run the masked
-softmax, the rest without any mask. PV_PAIRS (`FwdConfig.pv_pairs`) takes the unmasked blocks in
-pairs, each pair's second QK^T issued before the wait for the PV of the block before the pair
-(`_consume_kv_pair`).
+softmax, the rest without any mask. PV_CHAIN (`FwdConfig.pv_chain`) > 1 takes the unmasked blocks
+in unrolled chains of that many, each QK^T but the first issued before the wait for the previous
+block's PV (`_consume_kv_chain`).
 """
 
 from __future__ import annotations
@@ -229,62 +229,50 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
 
 
 @triton.jit
-def _consume_kv_pair(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p,
-                     m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
-                     cid: tl.constexpr, NUM_GROUPS: tl.constexpr, RING0: tl.constexpr,
-                     NUM_BUF_KV: tl.constexpr, BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
-                     LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr, PINGPONG: tl.constexpr):
-    """PV_PAIRS: unmasked blocks cnt and cnt+1 as two `_consume_kv_block` steps, except that the
-    PV of block cnt-1 is waited for only after block cnt+1's QK^T is issued, so that QK^T queues
-    behind it on the tensor core instead of behind the consumer's wait; then acc takes block cnt's
-    factor and block cnt's PV is issued. The same operations on acc in the same order as two
-    steps (the same O bit for bit). An accumulator in flight across a loop iteration makes ptxas
-    serialise every wgmma (C7514, session 40), hence pairs inside one iteration."""
-    # block cnt up to its softmax; PV of block cnt-1 stays in flight
-    k_idx, k_phase = _ring_slot(cnt, RING0, NUM_BUF_KV)
-    tlx.barrier_wait(k_fulls[k_idx], k_phase)
-    if PINGPONG:
-        _pingpong_enter(cid, NUM_GROUPS)
-    qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
-    if PINGPONG:
-        _pingpong_leave(cid, NUM_GROUPS)
-    if LATE_P_CAST:
-        p = p.to(dtype)
-    v_idx, v_phase = _ring_slot(cnt - 1, RING0, NUM_BUF_KV)
-    tlx.barrier_wait(v_fulls[v_idx], v_phase)
-    acc = tlx.async_dot(p, v_tiles[v_idx], acc)
-    qk = tlx.async_dot_wait(1, qk)
-    tlx.barrier_arrive(k_empties[k_idx], 1)
-    p, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window,
-                                        False, False, False, BLOCK_N, LAZY_RESCALE)
-    if not LATE_P_CAST:  # held across the next QK^T's issue in the MMA dtype: half the registers
-        p = p.to(dtype)
-    # block cnt+1: its QK^T first, then the wait for PV of block cnt-1
-    k_idx, k_phase = _ring_slot(cnt + 1, RING0, NUM_BUF_KV)
-    tlx.barrier_wait(k_fulls[k_idx], k_phase)
-    if PINGPONG:
-        _pingpong_enter(cid, NUM_GROUPS)
-    qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
-    if PINGPONG:
-        _pingpong_leave(cid, NUM_GROUPS)
-    acc = tlx.async_dot_wait(1, acc)  # PV of block cnt-1: issued before this QK^T
-    tlx.barrier_arrive(v_empties[v_idx], 1)
-    acc = _rescale(acc, alpha, LAZY_RESCALE)
-    if LATE_P_CAST:
-        p = p.to(dtype)
-    v_idx, v_phase = _ring_slot(cnt, RING0, NUM_BUF_KV)
-    tlx.barrier_wait(v_fulls[v_idx], v_phase)
-    acc = tlx.async_dot(p, v_tiles[v_idx], acc)
-    qk = tlx.async_dot_wait(1, qk)
-    tlx.barrier_arrive(k_empties[k_idx], 1)
-    p_f32, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n + BLOCK_N, klen,
-                                            window, False, False, False, BLOCK_N, LAZY_RESCALE)
-    acc = tlx.async_dot_wait(0, acc)  # PV of block cnt done: V slot free, acc safe to rescale
+def _consume_kv_chain(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p,
+                      m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
+                      cid: tl.constexpr, NUM_GROUPS: tl.constexpr, RING0: tl.constexpr,
+                      NUM_BUF_KV: tl.constexpr, BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
+                      LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr, PINGPONG: tl.constexpr,
+                      CHAIN: tl.constexpr):
+    """PV_CHAIN: unmasked blocks cnt .. cnt+CHAIN-1 as CHAIN `_consume_kv_block` steps, except that
+    each PV but the last is waited for only after the next block's QK^T is issued, so that QK^T
+    queues behind it on the tensor core instead of behind the consumer's wait; then acc takes the
+    finished block's factor and its PV is issued. The same operations on acc in the same order as
+    single steps (the same O bit for bit). Unrolled: an accumulator in flight across a loop
+    iteration makes ptxas serialise every wgmma (C7514, session 40)."""
+    for i in tl.static_range(CHAIN):
+        k_idx, k_phase = _ring_slot(cnt + i, RING0, NUM_BUF_KV)
+        tlx.barrier_wait(k_fulls[k_idx], k_phase)
+        if PINGPONG:
+            _pingpong_enter(cid, NUM_GROUPS)
+        qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
+        if PINGPONG:
+            _pingpong_leave(cid, NUM_GROUPS)
+        if i > 0:  # the previous PV, issued before this QK^T; then the previous block's factor
+            acc = tlx.async_dot_wait(1, acc)
+            v_idx, _ = _ring_slot(cnt + i - 2, RING0, NUM_BUF_KV)
+            tlx.barrier_arrive(v_empties[v_idx], 1)
+            acc = _rescale(acc, alpha, LAZY_RESCALE)
+        if LATE_P_CAST or i > 0:
+            p = p.to(dtype)
+        v_idx, v_phase = _ring_slot(cnt + i - 1, RING0, NUM_BUF_KV)
+        tlx.barrier_wait(v_fulls[v_idx], v_phase)
+        acc = tlx.async_dot(p, v_tiles[v_idx], acc)
+        qk = tlx.async_dot_wait(1, qk)
+        tlx.barrier_arrive(k_empties[k_idx], 1)
+        p, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n + i * BLOCK_N,
+                                            klen, window, False, False, False, BLOCK_N,
+                                            LAZY_RESCALE)
+        if not LATE_P_CAST and i < CHAIN - 1:  # held across the next QK^T's issue: half the
+            p = p.to(dtype)                     # registers in the MMA dtype
+    acc = tlx.async_dot_wait(0, acc)  # the last PV: V slot free, acc safe to rescale
+    v_idx, _ = _ring_slot(cnt + CHAIN - 1 - 1, RING0, NUM_BUF_KV)
     tlx.barrier_arrive(v_empties[v_idx], 1)
     acc = _rescale(acc, alpha, LAZY_RESCALE)
     if not LATE_P_CAST:
-        p_f32 = p_f32.to(dtype)
-    return acc, p_f32, m_i, l_i, cnt + 2
+        p = p.to(dtype)
+    return acc, p, m_i, l_i, cnt + CHAIN
 
 
 @triton.jit
@@ -543,7 +531,7 @@ def jfa_fwd_kernel(
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
     FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, SPLIT_RINGS: tl.constexpr,
-    PV_PAIRS: tl.constexpr,
+    PV_CHAIN: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
     # SPLIT_TILES: a group computes all BLOCK_M rows of its own tiles from one resident Q tile (the
@@ -715,23 +703,23 @@ def jfa_fwd_kernel(
                                         acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                         qk_scale, cid, NUM_GROUPS, RING0, RING, CAUSAL, HAS_WINDOW,
                                         True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES)
-                                pairs0 = c  # PV_PAIRS: the bulk's blocks from pairs0 in pairs
-                                if PV_PAIRS:
-                                    pairs0 = a + (c - a) % 2
-                                for j in range(a, pairs0):
+                                chains0 = c  # PV_CHAIN > 1: the bulk from chains0 in chains
+                                if PV_CHAIN > 1:
+                                    chains0 = a + (c - a) % PV_CHAIN
+                                for j in range(a, chains0):
                                     acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                         q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                         acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                         qk_scale, cid, NUM_GROUPS, RING0, RING, CAUSAL, HAS_WINDOW,
                                         False, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES)
-                                if PV_PAIRS:
-                                    for j in range(pairs0, c, 2):
-                                        acc, p, m_i, l_i, cnt_kv = _consume_kv_pair(
+                                if PV_CHAIN > 1:
+                                    for j in range(chains0, c, PV_CHAIN):
+                                        acc, p, m_i, l_i, cnt_kv = _consume_kv_chain(
                                             q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
                                             v_empties, acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N,
                                             rows, klen, window, qk_scale, cid, NUM_GROUPS, RING0,
                                             RING, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype,
-                                            not SPLIT_TILES)
+                                            not SPLIT_TILES, PV_CHAIN)
                                 for j in range(c, nblk):
                                     acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                         q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,

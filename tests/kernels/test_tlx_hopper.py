@@ -659,9 +659,8 @@ def flip_cases() -> list[Case]:
 
 # FwdConfig fields whose two values compute the same O and LSE bit for bit: each only moves work
 # or synchronisation (the P cast after the next QK^T's issue; the K/V slots' release by every
-# thread instead of after a warpgroup sync; the launch at the schedule build's start; a block's PV
-# waited for after the next pair's second QK^T issue: bulks of odd and even lengths here)
-FWD_IDENTITY_SWITCHES = ("late_p_cast", "warp_arrive", "pdl", "pv_pairs")
+# thread instead of after a warpgroup sync; the launch at the schedule build's start)
+FWD_IDENTITY_SWITCHES = ("late_p_cast", "warp_arrive", "pdl")
 
 
 @pytest.mark.gpu
@@ -685,6 +684,31 @@ def test_forward_switch_changes_no_value(case, field):
         flipped = dataclasses.replace(flipped, split_tiles=False)
     out_f, lse_f = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=flipped)
     assert torch.equal(out, out_f) and torch.equal(lse, lse_f)
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("chain", [2, 3])
+@pytest.mark.parametrize("case", flip_cases(), ids=lambda c: c.name)
+def test_pv_chain_changes_no_value(case, chain):
+    """FwdConfig.pv_chain (the unmasked bulk in unrolled chains, each PV but the last waited for
+    after the next QK^T's issue) against the reference, and bit-identical with single blocks: the
+    same operations on the accumulator in the same order. Chains of 2 and 3 over bulks of many
+    lengths (a remainder of 0, 1 or 2 single blocks first)."""
+    from kernels import tlx_hopper
+
+    inputs = make_inputs(case, zlib.crc32(case.name.encode()))
+    res = check_forward(case, inputs=inputs, overrides={"pv_chain": chain})
+    assert res["ok"], res
+    q, k, v, q_off, k_off, _, _ = inputs
+    params = _params(case, 1 / math.sqrt(case.d))
+    with persistent_grid(case.grid):
+        default = tlx_hopper.call_fwd_config(q, k, k_off, params)
+        assert default.pv_chain == 1
+        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
+        chained = dataclasses.replace(default, pv_chain=chain)
+        out_c, lse_c = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=chained)
+    assert torch.equal(out, out_c) and torch.equal(lse, lse_c)
 
 
 # what split_tiles needs beside it in the short-key PMA q128 tile (`tlx_hopper.split_tiles_refusal`)

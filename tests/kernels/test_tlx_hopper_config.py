@@ -332,6 +332,17 @@ def test_split_tiles_runs_the_short_key_pma_q128_tile():
     assert split_tiles_refusal(_split_tiles_config(split_rings=True), True, 128, 4, 132, _PLAIN) is None
 
 
+@pytest.mark.parametrize("chain", [0, -1, 2.0])
+def test_pv_chain_is_a_block_count(chain):
+    """pv_chain counts the unmasked blocks per unrolled chain (1: none); a kernel loop stepping by
+    0 or a negative count would never end."""
+    from kernels.tlx_hopper import _check_config
+
+    _check_config(dataclasses.replace(fwd_config(128, True, 128), pv_chain=3))
+    with pytest.raises(ValueError, match=r"pv_chain must be an int >= 1 \(unmasked blocks per"):
+        _check_config(dataclasses.replace(fwd_config(128, True, 128), pv_chain=chain))
+
+
 def test_split_rings_needs_split_tiles():
     """A ring per group only exists where each group has tiles of its own."""
     from kernels.tlx_hopper import _check_config
