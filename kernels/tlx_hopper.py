@@ -178,12 +178,12 @@ class FwdConfig:
     # the unmasked bulk's blocks in unrolled chains of this many (1: none;
     # `tlx_hopper_fwd._consume_kv_chain`): in a chain each PV but the last is waited for only after
     # the next block's QK^T is issued, so that QK^T queues behind it on the tensor core instead of
-    # behind the wait; O and LSE bit-identical. Run 41's profile of the split tile: that PV wait held
-    # ~8 % of a group's samples. sm_90 compile check of chains of two (session 40, PMA tiles without
-    # a mask): no spill in the 64-key q128 tile (fill 0.5) nor the 32-key q192 and q128 ping-pong
-    # tiles, 1 / 3 words in the long-key q128 tile (fill 0.9), 4 / 7 in the 64-key q192 tile (fill
-    # 0.5 / 0.9), 48 / 52 in the split tile; the self/cross tile at D = 128 serialises its wgmmas
-    # (ptxas C7514)
+    # behind the wait; O and LSE bit-identical. That PV wait held ~8 % of a split group's samples
+    # (run 41), 1.2 % of a ping-pong consumer's at PMA q128 fill 0.5 (run 39). sm_90 compile
+    # check of chains of two (session 40, PMA tiles without a mask): no spill in the 64-key q128
+    # tile (fill 0.5) nor the 32-key q192 and q128 ping-pong tiles, 1 / 3 words in the long-key
+    # q128 tile (fill 0.9), 4 / 7 in the 64-key q192 tile (fill 0.5 / 0.9), 48 / 52 in the split
+    # tile; the self/cross tile at D = 128 serialises its wgmmas (ptxas C7514)
     pv_chain: int = 1
 
     @property
