@@ -176,7 +176,7 @@ class FwdConfig:
     # ring holding the other group's tile ahead of it
     split_rings: bool = False
     # the unmasked bulk's blocks in unrolled chains of this many (1: none;
-    # `tlx_hopper_fwd._consume_kv_chain`): in a chain each PV but the last is waited for only after
+    # `tlx_hopper_fwd._consume_kv_blocks`): in a chain each PV but the last is waited for only after
     # the next block's QK^T is issued, so that QK^T queues behind it on the tensor core instead of
     # behind the wait; O and LSE bit-identical. That PV wait held ~8 % of a split group's samples
     # (run 41), 1.2 % of a ping-pong consumer's at PMA q128 fill 0.5 (run 39). sm_90 compile

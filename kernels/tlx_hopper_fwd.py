@@ -37,7 +37,7 @@ KV blocks per tile come from `kv_block_range`, shared by every role; the blocks 
 `kv_unmasked_range` (block 0 included, unless every real row sees all its keys) run the masked
 softmax, the rest without any mask. PV_CHAIN (`FwdConfig.pv_chain`) > 1 takes the unmasked blocks
 in unrolled chains of that many, each QK^T but the first issued before the wait for the previous
-block's PV (`_consume_kv_chain`).
+block's PV (`_consume_kv_blocks`).
 """
 
 from __future__ import annotations
@@ -195,52 +195,24 @@ def _rescale(acc, alpha, LAZY_RESCALE: tl.constexpr):
 
 
 @triton.jit
-def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p,
-                      m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
-                      cid: tl.constexpr, NUM_GROUPS: tl.constexpr, RING0: tl.constexpr,
-                      NUM_BUF_KV: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
-                      MASK: tl.constexpr, BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
-                      LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr, PINGPONG: tl.constexpr):
-    """Steady state: QK^T of block cnt overlapped with PV of block cnt-1 (p holds its probs: in
-    the MMA dtype, or fp32 with LATE_P_CAST, cast only once this block's QK^T is issued, so the
-    cast runs beside the tensor core instead of before the issue, as the TLX tutorial does)."""
-    k_idx, k_phase = _ring_slot(cnt, RING0, NUM_BUF_KV)
-    tlx.barrier_wait(k_fulls[k_idx], k_phase)
-    if PINGPONG:
-        _pingpong_enter(cid, NUM_GROUPS)
-    qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
-    if PINGPONG:
-        _pingpong_leave(cid, NUM_GROUPS)
-    if LATE_P_CAST:
-        p = p.to(dtype)
-    v_idx, v_phase = _ring_slot(cnt - 1, RING0, NUM_BUF_KV)
-    tlx.barrier_wait(v_fulls[v_idx], v_phase)
-    acc = tlx.async_dot(p, v_tiles[v_idx], acc)
-    qk = tlx.async_dot_wait(1, qk)
-    tlx.barrier_arrive(k_empties[k_idx], 1)
-    p_f32, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window,
-                                            CAUSAL, HAS_WINDOW, MASK, BLOCK_N, LAZY_RESCALE)
-    acc = tlx.async_dot_wait(0, acc)  # PV done: V slot free, acc safe to rescale
-    tlx.barrier_arrive(v_empties[v_idx], 1)
-    acc = _rescale(acc, alpha, LAZY_RESCALE)
-    if not LATE_P_CAST:
-        p_f32 = p_f32.to(dtype)
-    return acc, p_f32, m_i, l_i, cnt + 1
+def _consume_kv_blocks(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p,
+                       m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
+                       cid: tl.constexpr, NUM_GROUPS: tl.constexpr, RING0: tl.constexpr,
+                       NUM_BUF_KV: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
+                       MASK: tl.constexpr, BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
+                       LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr, PINGPONG: tl.constexpr,
+                       CHAIN: tl.constexpr):
+    """Steady state, blocks cnt .. cnt+CHAIN-1: each block's QK^T overlapped with the previous
+    block's PV (p holds its probs: in the MMA dtype, or fp32 with LATE_P_CAST, cast only once the
+    QK^T is issued, so the cast runs beside the tensor core instead of before the issue, as the
+    TLX tutorial does). Returns (acc, p, m_i, l_i, cnt + CHAIN).
 
-
-@triton.jit
-def _consume_kv_chain(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p,
-                      m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
-                      cid: tl.constexpr, NUM_GROUPS: tl.constexpr, RING0: tl.constexpr,
-                      NUM_BUF_KV: tl.constexpr, BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
-                      LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr, PINGPONG: tl.constexpr,
-                      CHAIN: tl.constexpr):
-    """PV_CHAIN: unmasked blocks cnt .. cnt+CHAIN-1 as CHAIN `_consume_kv_block` steps, except that
-    each PV but the last is waited for only after the next block's QK^T is issued, so that QK^T
-    queues behind it on the tensor core instead of behind the consumer's wait; then acc takes the
-    finished block's factor and its PV is issued. The same operations on acc in the same order as
-    single steps (the same O bit for bit). Unrolled: an accumulator in flight across a loop
-    iteration makes ptxas serialise every wgmma (C7514, session 40)."""
+    CHAIN > 1 (PV_CHAIN, unmasked blocks): an unrolled chain in which each PV but the last is
+    waited for only after the next block's QK^T is issued, so that QK^T queues behind it on the
+    tensor core instead of behind the consumer's wait; then acc takes the finished block's factor
+    and its PV is issued. The same operations on acc in the same order as CHAIN single steps (the
+    same O bit for bit). Unrolled because an accumulator in flight across a loop iteration makes
+    ptxas serialise every wgmma (C7514, session 40)."""
     for i in tl.static_range(CHAIN):
         k_idx, k_phase = _ring_slot(cnt + i, RING0, NUM_BUF_KV)
         tlx.barrier_wait(k_fulls[k_idx], k_phase)
@@ -262,12 +234,12 @@ def _consume_kv_chain(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
         qk = tlx.async_dot_wait(1, qk)
         tlx.barrier_arrive(k_empties[k_idx], 1)
         p, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n + i * BLOCK_N,
-                                            klen, window, False, False, False, BLOCK_N,
+                                            klen, window, CAUSAL, HAS_WINDOW, MASK, BLOCK_N,
                                             LAZY_RESCALE)
         if not LATE_P_CAST and i < CHAIN - 1:  # held across the next QK^T's issue: half the
             p = p.to(dtype)                     # registers in the MMA dtype
-    acc = tlx.async_dot_wait(0, acc)  # the last PV: V slot free, acc safe to rescale
-    v_idx, _ = _ring_slot(cnt + CHAIN - 1 - 1, RING0, NUM_BUF_KV)
+    acc = tlx.async_dot_wait(0, acc)  # the last PV done: V slot free, acc safe to rescale
+    v_idx, _ = _ring_slot(cnt + CHAIN - 2, RING0, NUM_BUF_KV)
     tlx.barrier_arrive(v_empties[v_idx], 1)
     acc = _rescale(acc, alpha, LAZY_RESCALE)
     if not LATE_P_CAST:
@@ -698,34 +670,37 @@ def jfa_fwd_kernel(
                                 held_o = 0
                                 # masked head [1, a), unmasked bulk [a, c), masked tail [c, nblk)
                                 for j in range(1, a):
-                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
+                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
                                         q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                         acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                         qk_scale, cid, NUM_GROUPS, RING0, RING, CAUSAL, HAS_WINDOW,
-                                        True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES)
+                                        True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES,
+                                        1)
                                 chains0 = c  # PV_CHAIN > 1: the bulk from chains0 in chains
                                 if PV_CHAIN > 1:
                                     chains0 = a + (c - a) % PV_CHAIN
                                 for j in range(a, chains0):
-                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
+                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
                                         q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                         acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                         qk_scale, cid, NUM_GROUPS, RING0, RING, CAUSAL, HAS_WINDOW,
-                                        False, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES)
+                                        False, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES,
+                                        1)
                                 if PV_CHAIN > 1:
                                     for j in range(chains0, c, PV_CHAIN):
-                                        acc, p, m_i, l_i, cnt_kv = _consume_kv_chain(
+                                        acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
                                             q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
                                             v_empties, acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N,
                                             rows, klen, window, qk_scale, cid, NUM_GROUPS, RING0,
-                                            RING, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype,
-                                            not SPLIT_TILES, PV_CHAIN)
+                                            RING, CAUSAL, HAS_WINDOW, False, BLOCK_N, LATE_P_CAST,
+                                            LAZY_RESCALE, dtype, not SPLIT_TILES, PV_CHAIN)
                                 for j in range(c, nblk):
-                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
+                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
                                         q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                         acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                         qk_scale, cid, NUM_GROUPS, RING0, RING, CAUSAL, HAS_WINDOW,
-                                        True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES)
+                                        True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES,
+                                        1)
                                 # epilogue: PV of the last block
                                 acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,
                                                       RING0, RING, dtype)
