@@ -195,6 +195,21 @@ def _rescale(acc, alpha, LAZY_RESCALE: tl.constexpr):
 
 
 @triton.jit
+def _issue_qk(q_buf, k_tiles, k_fulls, cnt, cid: tl.constexpr, NUM_GROUPS: tl.constexpr,
+              RING0: tl.constexpr, NUM_BUF_KV: tl.constexpr, PINGPONG: tl.constexpr):
+    """(QK^T in flight, its K slot) of K/V ring turn cnt, issued once K landed (PINGPONG: in this
+    group's turn)."""
+    k_idx, k_phase = _ring_slot(cnt, RING0, NUM_BUF_KV)
+    tlx.barrier_wait(k_fulls[k_idx], k_phase)
+    if PINGPONG:
+        _pingpong_enter(cid, NUM_GROUPS)
+    qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
+    if PINGPONG:
+        _pingpong_leave(cid, NUM_GROUPS)
+    return qk, k_idx
+
+
+@triton.jit
 def _consume_kv_blocks(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p,
                        m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
                        cid: tl.constexpr, NUM_GROUPS: tl.constexpr, RING0: tl.constexpr,
@@ -214,13 +229,8 @@ def _consume_kv_blocks(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_e
     same O bit for bit). Unrolled because an accumulator in flight across a loop iteration makes
     ptxas serialise every wgmma (C7514, session 40)."""
     for i in tl.static_range(CHAIN):
-        k_idx, k_phase = _ring_slot(cnt + i, RING0, NUM_BUF_KV)
-        tlx.barrier_wait(k_fulls[k_idx], k_phase)
-        if PINGPONG:
-            _pingpong_enter(cid, NUM_GROUPS)
-        qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
-        if PINGPONG:
-            _pingpong_leave(cid, NUM_GROUPS)
+        qk, k_idx = _issue_qk(q_buf, k_tiles, k_fulls, cnt + i, cid, NUM_GROUPS, RING0,
+                              NUM_BUF_KV, PINGPONG)
         if i > 0:  # the previous PV, issued before this QK^T; then the previous block's factor
             acc = tlx.async_dot_wait(1, acc)
             v_idx, _ = _ring_slot(cnt + i - 2, RING0, NUM_BUF_KV)
@@ -257,13 +267,8 @@ def _first_block(q_buf, k_tiles, k_fulls, k_empties, cnt, first_full, start_n, r
     empty row state, no PV yet; returns (p fp32, m_i, l_i)."""
     m_i = tl.zeros([ROWS], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([ROWS], dtype=tl.float32)
-    k_idx, k_phase = _ring_slot(cnt, RING0, NUM_BUF_KV)
-    tlx.barrier_wait(k_fulls[k_idx], k_phase)
-    if PINGPONG:
-        _pingpong_enter(cid, NUM_GROUPS)
-    qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
-    if PINGPONG:
-        _pingpong_leave(cid, NUM_GROUPS)
+    qk, k_idx = _issue_qk(q_buf, k_tiles, k_fulls, cnt, cid, NUM_GROUPS, RING0, NUM_BUF_KV,
+                          PINGPONG)
     qk = tlx.async_dot_wait(0, qk)
     tlx.barrier_arrive(k_empties[k_idx], 1)
     # a runtime branch: the mask costs ~100 instructions per consumer and tile (sm_90 SASS), the
@@ -359,16 +364,37 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
 
 
 @triton.jit
-def _stream_tile(it, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, G, NUM_MB, ctas_per_pair,
-                 tile_window, q_off, k_off, q_len, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                 BLOCK_N: tl.constexpr):
-    """SPLIT_RINGS' producer: (K/V blocks, first key row, key column) of the CTA's tile it, no
-    blocks past its last tile (resident broadcast Q without a mask: whole BLOCK_N-row boxes)."""
+def _stream_tile(it, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair,
+                 tile_window, q_off, k_off, q_len, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """SPLIT_RINGS' producer: (K/V blocks, first key row) of the CTA's tile it, no blocks past its
+    last tile (resident broadcast Q without a mask: whole BLOCK_N-row boxes)."""
     valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair,
                               tile_window, True)
     _, _, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, True)
     lo, nblk = kv_block_range(mb * BLOCK_M, qlen, klen, 0, False, False, BLOCK_M, BLOCK_N)
-    return tl.where(valid & (it < n_iter), nblk, 0), kv_row0 + lo, (h // G) * HEAD_DIM
+    return tl.where(valid & (it < n_iter), nblk, 0), kv_row0 + lo
+
+
+@triton.jit
+def _stream_turn(it, n, row, j, cnt, desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties,
+                 v_fulls, v_empties, col, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+                 ctas_per_pair, tile_window, q_off, k_off, q_len, BLOCK_M: tl.constexpr,
+                 BLOCK_N: tl.constexpr, RING0: tl.constexpr, RING: tl.constexpr,
+                 KV_BYTES: tl.constexpr):
+    """One turn of a group's stream (`_produce_split_rings`): block j of its tile it (n blocks
+    from key row `row`) into its ring, then, once the tile's blocks are issued, the stream's next
+    tile (it + 2). Returns the stream's (it, n, row, j, cnt)."""
+    if j < n:
+        _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                       cnt, row + j * BLOCK_N, col, RING0, RING, KV_BYTES)
+        j += 1
+        cnt += 1
+    if (j >= n) & (it < n_iter):
+        it += 2
+        n, row = _stream_tile(it, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+                              ctas_per_pair, tile_window, q_off, k_off, q_len, BLOCK_M, BLOCK_N)
+        j = 0
+    return it, n, row, j, cnt
 
 
 @triton.jit
@@ -381,17 +407,17 @@ def _produce_split_rings(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fu
     slots c*RING .. c*RING + RING - 1, one block of each stream in turn. With one ring in tile
     order a group's next tile could load only behind the other group's whole tile (run 41's
     profile: the groups waited for a tile's first K block in ~8 % of their samples); here it loads
-    as soon as the group frees its own slots. The resident Q tile loads before the first block."""
+    as soon as the group frees its own slots. The resident Q tile loads before the first block;
+    the CTA's (head, q-block), hence the key column, is the same for all its tiles."""
     _, _, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair,
                           tile_window, True)
+    col = (h // G) * HEAD_DIM
     it0 = pid * 0
     it1 = it0 + 1
-    n0, row0, col0 = _stream_tile(it0, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, G, NUM_MB,
-                                  ctas_per_pair, tile_window, q_off, k_off, q_len, HEAD_DIM,
-                                  BLOCK_M, BLOCK_N)
-    n1, row1, col1 = _stream_tile(it1, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, G, NUM_MB,
-                                  ctas_per_pair, tile_window, q_off, k_off, q_len, HEAD_DIM,
-                                  BLOCK_M, BLOCK_N)
+    n0, row0 = _stream_tile(it0, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+                            ctas_per_pair, tile_window, q_off, k_off, q_len, BLOCK_M, BLOCK_N)
+    n1, row1 = _stream_tile(it1, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+                            ctas_per_pair, tile_window, q_off, k_off, q_len, BLOCK_M, BLOCK_N)
     j0 = it0 * 0  # next block of each stream's tile
     j1 = it0 * 0
     cnt0 = it0 * 0  # each ring's turns
@@ -402,28 +428,15 @@ def _produce_split_rings(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fu
             tlx.barrier_expect_bytes(q_fulls[0], Q_BYTES)
             tlx.async_descriptor_load(desc_q, q_tiles[0], [mb * BLOCK_M, h * HEAD_DIM], q_fulls[0])
             q_loaded = q_loaded + 1
-        if j0 < n0:
-            _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
-                           v_empties, cnt0, row0 + j0 * BLOCK_N, col0, 0, RING, KV_BYTES)
-            j0 += 1
-            cnt0 += 1
-        if (j0 >= n0) & (it0 < n_iter):  # the tile's blocks are issued: the stream's next tile
-            it0 += 2
-            n0, row0, col0 = _stream_tile(it0, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, G,
-                                          NUM_MB, ctas_per_pair, tile_window, q_off, k_off, q_len,
-                                          HEAD_DIM, BLOCK_M, BLOCK_N)
-            j0 = 0
-        if j1 < n1:
-            _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
-                           v_empties, cnt1, row1 + j1 * BLOCK_N, col1, RING, RING, KV_BYTES)
-            j1 += 1
-            cnt1 += 1
-        if (j1 >= n1) & (it1 < n_iter):
-            it1 += 2
-            n1, row1, col1 = _stream_tile(it1, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, G,
-                                          NUM_MB, ctas_per_pair, tile_window, q_off, k_off, q_len,
-                                          HEAD_DIM, BLOCK_M, BLOCK_N)
-            j1 = 0
+        it0, n0, row0, j0, cnt0 = _stream_turn(
+            it0, n0, row0, j0, cnt0, desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties,
+            v_fulls, v_empties, col, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+            ctas_per_pair, tile_window, q_off, k_off, q_len, BLOCK_M, BLOCK_N, 0, RING, KV_BYTES)
+        it1, n1, row1, j1, cnt1 = _stream_turn(
+            it1, n1, row1, j1, cnt1, desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties,
+            v_fulls, v_empties, col, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+            ctas_per_pair, tile_window, q_off, k_off, q_len, BLOCK_M, BLOCK_N, RING, RING,
+            KV_BYTES)
 
 
 @triton.jit
