@@ -169,22 +169,6 @@ class FwdConfig:
     # producer waiting for free K/V slots (46 % of its samples) while the consumers issue in 40 %
     # of the cycles and DRAM runs at 66 %: the ping-pong tile's latency bounds it
     split_tiles: bool = False
-    # with split_tiles: one K/V ring per consumer group (num_buf_kv / 2 slots each) instead of one
-    # ring in tile order, the producer taking a block of each group's tiles in turn
-    # (`tlx_hopper_fwd._produce_split_rings`); O and LSE bit-identical. Run 41's profile of the
-    # split tile: a group waited for its next tile's first K block in ~8 % of its samples, the one
-    # ring holding the other group's tile ahead of it
-    split_rings: bool = False
-    # the unmasked bulk's blocks in unrolled chains of this many (1: none;
-    # `tlx_hopper_fwd._consume_kv_blocks`): in a chain each PV but the last is waited for only after
-    # the next block's QK^T is issued, so that QK^T queues behind it on the tensor core instead of
-    # behind the wait; O and LSE bit-identical. That PV wait held ~8 % of a split group's samples
-    # (run 41), 1.2 % of a ping-pong consumer's at PMA q128 fill 0.5 (run 39). sm_90 compile
-    # check of chains of two (session 40, PMA tiles without a mask): no spill in the 64-key q128
-    # tile (fill 0.5) nor the 32-key q192 and q128 ping-pong tiles, 1 / 3 words in the long-key
-    # q128 tile (fill 0.9), 4 / 7 in the 64-key q192 tile (fill 0.5 / 0.9), 48 / 52 in the split
-    # tile; the self/cross tile at D = 128 serialises its wgmmas (ptxas C7514)
-    pv_chain: int = 1
 
     @property
     def block_m(self) -> int:
@@ -324,10 +308,6 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
     not fit in shared memory."""
     _check_count(cfg, "tile_window", 0, "0: one sequence's blocks")
     if not isinstance(cfg, BwdConfig):
-        _check_count(cfg, "pv_chain", 1, "unmasked blocks per unrolled chain, 1: none")
-        if cfg.split_rings and not cfg.split_tiles:
-            raise ValueError("tlx FwdConfig: split_rings needs split_tiles (a ring per group's "
-                             "tiles)")
         return
     _check_count(cfg, "pma_buf_k", 1, "ring slots")
     _check_count(cfg, "pma_buf_v", 1, "ring slots")
@@ -459,8 +439,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
         RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
-        SPLIT_TILES=cfg.split_tiles, SPLIT_RINGS=cfg.split_rings, PV_CHAIN=cfg.pv_chain,
-        num_warps=4, num_stages=1,
+        SPLIT_TILES=cfg.split_tiles, num_warps=4, num_stages=1,
         launch_pdl=cfg.pdl)
     return out, lse
 
@@ -487,9 +466,6 @@ def split_tiles_refusal(cfg: FwdConfig, broadcast: bool, q_len: int, pairs: int,
         # spill 228-265 words, fp32 probabilities across the next QK^T 41-47 (sm_90 compile check)
         return (f"needs block_n == 32 and late_p_cast off (more spills registers), got block_n "
                 f"{cfg.block_n}, late_p_cast {cfg.late_p_cast}")
-    if cfg.split_rings and (cfg.num_buf_kv % cfg.num_groups or cfg.num_buf_kv < 2 * cfg.num_groups):
-        return (f"with split_rings needs num_buf_kv a multiple of num_groups ({cfg.num_groups}), "
-                f"at least 2 slots per ring, got {cfg.num_buf_kv}")
     return None
 
 

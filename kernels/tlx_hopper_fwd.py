@@ -30,14 +30,10 @@ ping-pong. Short key sequences leave a ping-pong tile a few blocks between epilo
 groups wait for each other at every block; split, two tiles are in flight per CTA and a group's
 softmax overlaps the other's wgmmas without a rendezvous. Q is one resident [NUM_GROUPS*64, D] tile
 read by both groups; the producer loads K/V in tile order into the one ring, and a group steps its
-ring counter over the other group's blocks. SPLIT_RINGS (`FwdConfig.split_rings`) gives each group
-a ring of its own (half the slots) and the producer takes a block of each group's tiles in turn
-(`_produce_split_rings`), so a group's next tile loads as soon as its own slots free.
+ring counter over the other group's blocks.
 KV blocks per tile come from `kv_block_range`, shared by every role; the blocks outside
 `kv_unmasked_range` (block 0 included, unless every real row sees all its keys) run the masked
-softmax, the rest without any mask. PV_CHAIN (`FwdConfig.pv_chain`) > 1 takes the unmasked blocks
-in unrolled chains of that many, each QK^T but the first issued before the wait for the previous
-block's PV (`_consume_kv_blocks`).
+softmax, the rest without any mask.
 """
 
 from __future__ import annotations
@@ -105,13 +101,6 @@ def _rescale_lazily(acc, alpha):
 @triton.jit
 def _bufidx_phase(cnt, NUM_BUF: tl.constexpr):
     return cnt % NUM_BUF, (cnt // NUM_BUF) & 1
-
-
-@triton.jit
-def _ring_slot(cnt, RING0: tl.constexpr, NUM_BUF: tl.constexpr):
-    """(slot, phase) of turn cnt of the NUM_BUF-deep K/V ring whose first slot is RING0
-    (SPLIT_RINGS: one ring per consumer group; else one ring from slot 0)."""
-    return RING0 + cnt % NUM_BUF, (cnt // NUM_BUF) & 1
 
 
 @triton.jit
@@ -196,10 +185,10 @@ def _rescale(acc, alpha, LAZY_RESCALE: tl.constexpr):
 
 @triton.jit
 def _issue_qk(q_buf, k_tiles, k_fulls, cnt, cid: tl.constexpr, NUM_GROUPS: tl.constexpr,
-              RING0: tl.constexpr, NUM_BUF_KV: tl.constexpr, PINGPONG: tl.constexpr):
+              NUM_BUF_KV: tl.constexpr, PINGPONG: tl.constexpr):
     """(QK^T in flight, its K slot) of K/V ring turn cnt, issued once K landed (PINGPONG: in this
     group's turn)."""
-    k_idx, k_phase = _ring_slot(cnt, RING0, NUM_BUF_KV)
+    k_idx, k_phase = _bufidx_phase(cnt, NUM_BUF_KV)
     tlx.barrier_wait(k_fulls[k_idx], k_phase)
     if PINGPONG:
         _pingpong_enter(cid, NUM_GROUPS)
@@ -210,56 +199,39 @@ def _issue_qk(q_buf, k_tiles, k_fulls, cnt, cid: tl.constexpr, NUM_GROUPS: tl.co
 
 
 @triton.jit
-def _consume_kv_blocks(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p,
-                       m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
-                       cid: tl.constexpr, NUM_GROUPS: tl.constexpr, RING0: tl.constexpr,
-                       NUM_BUF_KV: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
-                       MASK: tl.constexpr, BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
-                       LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr, PINGPONG: tl.constexpr,
-                       CHAIN: tl.constexpr):
-    """Steady state, blocks cnt .. cnt+CHAIN-1: each block's QK^T overlapped with the previous
-    block's PV (p holds its probs: in the MMA dtype, or fp32 with LATE_P_CAST, cast only once the
-    QK^T is issued, so the cast runs beside the tensor core instead of before the issue, as the
-    TLX tutorial does). Returns (acc, p, m_i, l_i, cnt + CHAIN).
-
-    CHAIN > 1 (PV_CHAIN, unmasked blocks): an unrolled chain in which each PV but the last is
-    waited for only after the next block's QK^T is issued, so that QK^T queues behind it on the
-    tensor core instead of behind the consumer's wait; then acc takes the finished block's factor
-    and its PV is issued. The same operations on acc in the same order as CHAIN single steps (the
-    same O bit for bit). Unrolled because an accumulator in flight across a loop iteration makes
-    ptxas serialise every wgmma (C7514, session 40)."""
-    for i in tl.static_range(CHAIN):
-        qk, k_idx = _issue_qk(q_buf, k_tiles, k_fulls, cnt + i, cid, NUM_GROUPS, RING0,
-                              NUM_BUF_KV, PINGPONG)
-        if i > 0:  # the previous PV, issued before this QK^T; then the previous block's factor
-            acc = tlx.async_dot_wait(1, acc)
-            v_idx, _ = _ring_slot(cnt + i - 2, RING0, NUM_BUF_KV)
-            tlx.barrier_arrive(v_empties[v_idx], 1)
-            acc = _rescale(acc, alpha, LAZY_RESCALE)
-        if LATE_P_CAST or i > 0:
-            p = p.to(dtype)
-        v_idx, v_phase = _ring_slot(cnt + i - 1, RING0, NUM_BUF_KV)
-        tlx.barrier_wait(v_fulls[v_idx], v_phase)
-        acc = tlx.async_dot(p, v_tiles[v_idx], acc)
-        qk = tlx.async_dot_wait(1, qk)
-        tlx.barrier_arrive(k_empties[k_idx], 1)
-        p, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n + i * BLOCK_N,
-                                            klen, window, CAUSAL, HAS_WINDOW, MASK, BLOCK_N,
-                                            LAZY_RESCALE)
-        if not LATE_P_CAST and i < CHAIN - 1:  # held across the next QK^T's issue: half the
-            p = p.to(dtype)                     # registers in the MMA dtype
-    acc = tlx.async_dot_wait(0, acc)  # the last PV done: V slot free, acc safe to rescale
-    v_idx, _ = _ring_slot(cnt + CHAIN - 2, RING0, NUM_BUF_KV)
+def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p,
+                      m_i, l_i, cnt, start_n, rows, klen, window, qk_scale,
+                      cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
+                      CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, MASK: tl.constexpr,
+                      BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
+                      LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr, PINGPONG: tl.constexpr):
+    """Steady state: QK^T of block cnt overlapped with PV of block cnt-1 (p holds its probs: in
+    the MMA dtype, or fp32 with LATE_P_CAST, cast only once this block's QK^T is issued, so the
+    cast runs beside the tensor core instead of before the issue, as the TLX tutorial does).
+    Returns (acc, p, m_i, l_i, cnt + 1). The PV is waited for within the step: an accumulator in
+    flight across a loop iteration makes ptxas serialise every wgmma (C7514, session 40), and
+    unrolled chains that wait later (`pv_chain`, run 42) were slower."""
+    qk, k_idx = _issue_qk(q_buf, k_tiles, k_fulls, cnt, cid, NUM_GROUPS, NUM_BUF_KV, PINGPONG)
+    if LATE_P_CAST:
+        p = p.to(dtype)
+    v_idx, v_phase = _bufidx_phase(cnt - 1, NUM_BUF_KV)
+    tlx.barrier_wait(v_fulls[v_idx], v_phase)
+    acc = tlx.async_dot(p, v_tiles[v_idx], acc)
+    qk = tlx.async_dot_wait(1, qk)
+    tlx.barrier_arrive(k_empties[k_idx], 1)
+    p, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window,
+                                        CAUSAL, HAS_WINDOW, MASK, BLOCK_N, LAZY_RESCALE)
+    acc = tlx.async_dot_wait(0, acc)  # PV done: V slot free, acc safe to rescale
     tlx.barrier_arrive(v_empties[v_idx], 1)
     acc = _rescale(acc, alpha, LAZY_RESCALE)
     if not LATE_P_CAST:
         p = p.to(dtype)
-    return acc, p, m_i, l_i, cnt + CHAIN
+    return acc, p, m_i, l_i, cnt + 1
 
 
 @triton.jit
 def _first_block(q_buf, k_tiles, k_fulls, k_empties, cnt, first_full, start_n, rows, klen, window,
-                 qk_scale, cid: tl.constexpr, NUM_GROUPS: tl.constexpr, RING0: tl.constexpr,
+                 qk_scale, cid: tl.constexpr, NUM_GROUPS: tl.constexpr,
                  NUM_BUF_KV: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
                  BLOCK_N: tl.constexpr, LAZY_RESCALE: tl.constexpr, ROWS: tl.constexpr,
                  PINGPONG: tl.constexpr):
@@ -267,8 +239,7 @@ def _first_block(q_buf, k_tiles, k_fulls, k_empties, cnt, first_full, start_n, r
     empty row state, no PV yet; returns (p fp32, m_i, l_i)."""
     m_i = tl.zeros([ROWS], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([ROWS], dtype=tl.float32)
-    qk, k_idx = _issue_qk(q_buf, k_tiles, k_fulls, cnt, cid, NUM_GROUPS, RING0, NUM_BUF_KV,
-                          PINGPONG)
+    qk, k_idx = _issue_qk(q_buf, k_tiles, k_fulls, cnt, cid, NUM_GROUPS, NUM_BUF_KV, PINGPONG)
     qk = tlx.async_dot_wait(0, qk)
     tlx.barrier_arrive(k_empties[k_idx], 1)
     # a runtime branch: the mask costs ~100 instructions per consumer and tile (sm_90 SASS), the
@@ -283,10 +254,10 @@ def _first_block(q_buf, k_tiles, k_fulls, k_empties, cnt, first_full, start_n, r
 
 
 @triton.jit
-def _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt, RING0: tl.constexpr,
-                    NUM_BUF_KV: tl.constexpr, dtype: tl.constexpr):
+def _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt, NUM_BUF_KV: tl.constexpr,
+                    dtype: tl.constexpr):
     """A tile's epilogue PV: p over K/V block cnt's V into acc, waited; the V slot goes back."""
-    v_idx, v_phase = _ring_slot(cnt, RING0, NUM_BUF_KV)
+    v_idx, v_phase = _bufidx_phase(cnt, NUM_BUF_KV)
     tlx.barrier_wait(v_fulls[v_idx], v_phase)
     acc = tlx.async_dot(p.to(dtype), v_tiles[v_idx], acc)
     acc = tlx.async_dot_wait(0, acc)
@@ -296,11 +267,10 @@ def _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt, RING0: tl.constexp
 
 @triton.jit
 def _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, cnt,
-                   row, col, RING0: tl.constexpr, NUM_BUF_KV: tl.constexpr,
-                   KV_BYTES: tl.constexpr):
-    """The producer's turn cnt of a K/V ring (`_ring_slot`): K and V rows row.. at column col, each
+                   row, col, NUM_BUF_KV: tl.constexpr, KV_BYTES: tl.constexpr):
+    """The producer's turn cnt of the K/V ring: K and V rows row.. at column col, each
     into its slot once the consumers gave it back."""
-    kv_idx, kv_phase = _ring_slot(cnt, RING0, NUM_BUF_KV)
+    kv_idx, kv_phase = _bufidx_phase(cnt, NUM_BUF_KV)
     tlx.barrier_wait(k_empties[kv_idx], kv_phase ^ 1)
     tlx.barrier_expect_bytes(k_fulls[kv_idx], KV_BYTES)
     tlx.async_descriptor_load(desc_k, k_tiles[kv_idx], [row, col], k_fulls[kv_idx])
@@ -319,7 +289,7 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                            CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
                            BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr,
                            Q_BYTES: tl.constexpr, KV_BYTES: tl.constexpr):
-    """The producer with one K/V ring: the CTA's tiles in order, each tile's Q slices (once per
+    """The producer: the CTA's tiles in order, each tile's Q slices (once per
     q-block while it stays resident) and then its K/V blocks."""
     cnt_kv = 0
     cnt_q = 0
@@ -355,88 +325,12 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                 kv_col = (h // G) * HEAD_DIM
                 for j in range(0, nblk):
                     _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
-                                   v_empties, cnt_kv, kv_row0 + lo + j * BLOCK_N, kv_col, 0,
+                                   v_empties, cnt_kv, kv_row0 + lo + j * BLOCK_N, kv_col,
                                    NUM_BUF_KV, KV_BYTES)
                     cnt_kv += 1
         valid, b, h, mb = n_valid, n_b, n_h, n_mb
         q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
         n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb
-
-
-@triton.jit
-def _stream_tile(it, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair,
-                 tile_window, q_off, k_off, q_len, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """SPLIT_RINGS' producer: (K/V blocks, first key row) of the CTA's tile it, no blocks past its
-    last tile (resident broadcast Q without a mask: whole BLOCK_N-row boxes)."""
-    valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair,
-                              tile_window, True)
-    _, _, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, True)
-    lo, nblk = kv_block_range(mb * BLOCK_M, qlen, klen, 0, False, False, BLOCK_M, BLOCK_N)
-    return tl.where(valid & (it < n_iter), nblk, 0), kv_row0 + lo
-
-
-@triton.jit
-def _stream_turn(it, n, row, j, cnt, desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties,
-                 v_fulls, v_empties, col, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                 ctas_per_pair, tile_window, q_off, k_off, q_len, BLOCK_M: tl.constexpr,
-                 BLOCK_N: tl.constexpr, RING0: tl.constexpr, RING: tl.constexpr,
-                 KV_BYTES: tl.constexpr):
-    """One turn of a group's stream (`_produce_split_rings`): block j of its tile it (n blocks
-    from key row `row`) into its ring, then, once the tile's blocks are issued, the stream's next
-    tile (it + 2). Returns the stream's (it, n, row, j, cnt)."""
-    if j < n:
-        _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
-                       cnt, row + j * BLOCK_N, col, RING0, RING, KV_BYTES)
-        j += 1
-        cnt += 1
-    if (j >= n) & (it < n_iter):
-        it += 2
-        n, row = _stream_tile(it, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                              ctas_per_pair, tile_window, q_off, k_off, q_len, BLOCK_M, BLOCK_N)
-        j = 0
-    return it, n, row, j, cnt
-
-
-@triton.jit
-def _produce_split_rings(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls, k_fulls,
-                         k_empties, v_fulls, v_empties, n_iter, pid, n_prog, tile_entry, n_tiles,
-                         B, H, G, NUM_MB, ctas_per_pair, tile_window, q_off, k_off, q_len,
-                         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                         RING: tl.constexpr, Q_BYTES: tl.constexpr, KV_BYTES: tl.constexpr):
-    """SPLIT_RINGS' producer (two groups): group c's tiles (c, c + 2, ...) stream into ring c, K/V
-    slots c*RING .. c*RING + RING - 1, one block of each stream in turn. With one ring in tile
-    order a group's next tile could load only behind the other group's whole tile (run 41's
-    profile: the groups waited for a tile's first K block in ~8 % of their samples); here it loads
-    as soon as the group frees its own slots. The resident Q tile loads before the first block;
-    the CTA's (head, q-block), hence the key column, is the same for all its tiles."""
-    _, _, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair,
-                          tile_window, True)
-    col = (h // G) * HEAD_DIM
-    it0 = pid * 0
-    it1 = it0 + 1
-    n0, row0 = _stream_tile(it0, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                            ctas_per_pair, tile_window, q_off, k_off, q_len, BLOCK_M, BLOCK_N)
-    n1, row1 = _stream_tile(it1, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                            ctas_per_pair, tile_window, q_off, k_off, q_len, BLOCK_M, BLOCK_N)
-    j0 = it0 * 0  # next block of each stream's tile
-    j1 = it0 * 0
-    cnt0 = it0 * 0  # each ring's turns
-    cnt1 = it0 * 0
-    q_loaded = it0 * 0
-    while (it0 < n_iter) | (it1 < n_iter):
-        if (q_loaded == 0) & ((j0 < n0) | (j1 < n1)):
-            tlx.barrier_expect_bytes(q_fulls[0], Q_BYTES)
-            tlx.async_descriptor_load(desc_q, q_tiles[0], [mb * BLOCK_M, h * HEAD_DIM], q_fulls[0])
-            q_loaded = q_loaded + 1
-        it0, n0, row0, j0, cnt0 = _stream_turn(
-            it0, n0, row0, j0, cnt0, desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties,
-            v_fulls, v_empties, col, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-            ctas_per_pair, tile_window, q_off, k_off, q_len, BLOCK_M, BLOCK_N, 0, RING, KV_BYTES)
-        it1, n1, row1, j1, cnt1 = _stream_turn(
-            it1, n1, row1, j1, cnt1, desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties,
-            v_fulls, v_empties, col, n_iter, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-            ctas_per_pair, tile_window, q_off, k_off, q_len, BLOCK_M, BLOCK_N, RING, RING,
-            KV_BYTES)
 
 
 @triton.jit
@@ -515,18 +409,13 @@ def jfa_fwd_kernel(
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
-    FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, SPLIT_RINGS: tl.constexpr,
-    PV_CHAIN: tl.constexpr,
+    FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
     # SPLIT_TILES: a group computes all BLOCK_M rows of its own tiles from one resident Q tile (the
     # launcher's conditions: broadcast Q, resident, q_len == BLOCK_M, no mask, O by TMA only)
     tl.static_assert(not SPLIT_TILES or (BROADCAST_Q and RESIDENT and O_TMA_ONLY and not CAUSAL
                                          and not HAS_WINDOW))
-    # SPLIT_RINGS: with SPLIT_TILES, one K/V ring per group (`_produce_split_rings`)
-    tl.static_assert(not SPLIT_RINGS or (SPLIT_TILES and NUM_GROUPS == 2
-                                         and NUM_BUF_KV % NUM_GROUPS == 0))
-    RING: tl.constexpr = NUM_BUF_KV // NUM_GROUPS if SPLIT_RINGS else NUM_BUF_KV  # slots per ring
     Q_ROWS: tl.constexpr = BLOCK_M if SPLIT_TILES else BM_SPLIT  # query rows per group and tile
     # consumer groups sharing a tile: its Q tiles per q-block and the readers of each K/V block
     TILE_GROUPS: tl.constexpr = 1 if SPLIT_TILES else NUM_GROUPS
@@ -571,22 +460,14 @@ def jfa_fwd_kernel(
     n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
 
     with tlx.async_tasks():
-        # ---- producer: TMA loads of Q (when it changes) and K/V, one ring or one per group --
+        # ---- producer: TMA loads of Q (when it changes) and K/V ----------------------------
         with tlx.async_task("default"):
-            if SPLIT_RINGS:
-                _produce_split_rings(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls,
-                                     k_fulls, k_empties, v_fulls, v_empties, n_iter, pid, n_prog,
-                                     tile_entry, n_tiles, B, H, G, NUM_MB, ctas_per_pair,
-                                     tile_window, q_off, k_off, q_len, HEAD_DIM, BLOCK_M, BLOCK_N,
-                                     RING, Q_BYTES, KV_BYTES)
-            else:
-                _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls,
-                                       q_empties, k_fulls, k_empties, v_fulls, v_empties, n_iter,
-                                       pid, n_prog, tile_entry, n_tiles, B, H, G, NUM_MB,
-                                       ctas_per_pair, tile_window, q_off, k_off, q_len, window,
-                                       HEAD_DIM, BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV,
-                                       TILE_GROUPS, CAUSAL, HAS_WINDOW, BROADCAST_Q, RESIDENT,
-                                       Q_BYTES, KV_BYTES)
+            _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls,
+                                   q_empties, k_fulls, k_empties, v_fulls, v_empties, n_iter, pid,
+                                   n_prog, tile_entry, n_tiles, B, H, G, NUM_MB, ctas_per_pair,
+                                   tile_window, q_off, k_off, q_len, window, HEAD_DIM, BLOCK_M,
+                                   BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, TILE_GROUPS, CAUSAL, HAS_WINDOW,
+                                   BROADCAST_Q, RESIDENT, Q_BYTES, KV_BYTES)
 
         # ---- consumers: QK^T, online softmax, PV, epilogue -------------------------------
         with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=NUM_GROUPS):
@@ -595,7 +476,6 @@ def jfa_fwd_kernel(
             # from the one resident Q tile)
             ROW_OFF: tl.constexpr = 0 if SPLIT_TILES else cid * BM_SPLIT
             Q_SLOT0: tl.constexpr = 0 if SPLIT_TILES else cid * NUM_BUF_Q
-            RING0: tl.constexpr = cid * RING if SPLIT_RINGS else 0  # this group's K/V ring
             qk_scale = sm_scale * 1.4426950408889634  # scores in base 2
             cnt_kv = 0
             cnt_q = 0
@@ -621,9 +501,8 @@ def jfa_fwd_kernel(
                     theirs = False  # SPLIT_TILES: the other group's tile (else a compile-time False)
                     if SPLIT_TILES:
                         theirs = it % NUM_GROUPS != cid
-                    if theirs:  # its K/V blocks pass by in the one ring: step the counter over them
-                        if not SPLIT_RINGS:
-                            cnt_kv += nblk
+                    if theirs:  # its K/V blocks pass by in the ring: step the counter over them
+                        cnt_kv += nblk
                     else:
                         rows = m0 + ROW_OFF + tl.arange(0, Q_ROWS)
                         o = tl.zeros([Q_ROWS, HEAD_DIM], dtype=dtype)  # rows that see no key
@@ -673,7 +552,7 @@ def jfa_fwd_kernel(
                                 # prologue: QK^T of block 0 and its softmax, no PV yet
                                 p_f32, m_i, l_i = _first_block(
                                     q_buf, k_tiles, k_fulls, k_empties, cnt_kv, first_full, lo, rows,
-                                    klen, window, qk_scale, cid, NUM_GROUPS, RING0, RING, CAUSAL,
+                                    klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
                                     HAS_WINDOW, BLOCK_N, LAZY_RESCALE, Q_ROWS, not SPLIT_TILES)
                                 acc = tl.zeros([Q_ROWS, HEAD_DIM], dtype=tl.float32)
                                 p = p_f32 if LATE_P_CAST else p_f32.to(dtype)
@@ -683,40 +562,26 @@ def jfa_fwd_kernel(
                                 held_o = 0
                                 # masked head [1, a), unmasked bulk [a, c), masked tail [c, nblk)
                                 for j in range(1, a):
-                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
+                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                         q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                         acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
-                                        qk_scale, cid, NUM_GROUPS, RING0, RING, CAUSAL, HAS_WINDOW,
-                                        True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES,
-                                        1)
-                                chains0 = c  # PV_CHAIN > 1: the bulk from chains0 in chains
-                                if PV_CHAIN > 1:
-                                    chains0 = a + (c - a) % PV_CHAIN
-                                for j in range(a, chains0):
-                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
+                                        qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
+                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES)
+                                for j in range(a, c):
+                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                         q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                         acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
-                                        qk_scale, cid, NUM_GROUPS, RING0, RING, CAUSAL, HAS_WINDOW,
-                                        False, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES,
-                                        1)
-                                if PV_CHAIN > 1:
-                                    for j in range(chains0, c, PV_CHAIN):
-                                        acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
-                                            q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
-                                            v_empties, acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N,
-                                            rows, klen, window, qk_scale, cid, NUM_GROUPS, RING0,
-                                            RING, CAUSAL, HAS_WINDOW, False, BLOCK_N, LATE_P_CAST,
-                                            LAZY_RESCALE, dtype, not SPLIT_TILES, PV_CHAIN)
+                                        qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False,
+                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES)
                                 for j in range(c, nblk):
-                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
+                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                         q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                         acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
-                                        qk_scale, cid, NUM_GROUPS, RING0, RING, CAUSAL, HAS_WINDOW,
-                                        True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES,
-                                        1)
+                                        qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
+                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES)
                                 # epilogue: PV of the last block
                                 acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,
-                                                      RING0, RING, dtype)
+                                                      NUM_BUF_KV, dtype)
                                 o, lse = _normalise(acc, m_i, l_i, RCP_NORMALISE, FAST_EPILOGUE, dtype)
                                 if O_IN_Q:
                                     if tma_o:  # stage O in the Q tile: its last QK^T was waited on

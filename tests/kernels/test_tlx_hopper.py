@@ -686,31 +686,6 @@ def test_forward_switch_changes_no_value(case, field):
     assert torch.equal(out, out_f) and torch.equal(lse, lse_f)
 
 
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("chain", [2, 3])
-@pytest.mark.parametrize("case", flip_cases(), ids=lambda c: c.name)
-def test_pv_chain_changes_no_value(case, chain):
-    """FwdConfig.pv_chain (the unmasked bulk in unrolled chains, each PV but the last waited for
-    after the next QK^T's issue) against the reference, and bit-identical with single blocks: the
-    same operations on the accumulator in the same order. Chains of 2 and 3 over bulks of many
-    lengths (a remainder of 0, 1 or 2 single blocks first)."""
-    from kernels import tlx_hopper
-
-    inputs = make_inputs(case, zlib.crc32(case.name.encode()))
-    res = check_forward(case, inputs=inputs, overrides={"pv_chain": chain})
-    assert res["ok"], res
-    q, k, v, q_off, k_off, _, _ = inputs
-    params = _params(case, 1 / math.sqrt(case.d))
-    with persistent_grid(case.grid):
-        default = tlx_hopper.call_fwd_config(q, k, k_off, params)
-        assert default.pv_chain == 1
-        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
-        chained = dataclasses.replace(default, pv_chain=chain)
-        out_c, lse_c = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=chained)
-    assert torch.equal(out, out_c) and torch.equal(lse, lse_c)
-
-
 # what split_tiles needs beside it in the short-key PMA q128 tile (`tlx_hopper.split_tiles_refusal`)
 SPLIT_TILES = {"split_tiles": True, "late_p_cast": False}
 
@@ -736,29 +711,6 @@ def test_split_tiles_changes_no_value(case):
         out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
         out_p, lse_p = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=pingpong)
     assert torch.equal(out, out_p) and torch.equal(lse, lse_p)
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", split_tiles_cases(), ids=lambda c: c.name)
-def test_split_rings_changes_no_value(case):
-    """FwdConfig.split_rings (a K/V ring per group, the producer alternating between the groups'
-    tiles) against the reference, and bit-identical with the split tile's one ring: the same
-    blocks meet the same wgmmas, only the slots and the load order differ. The cases hold tiles
-    without keys, odd tile counts per CTA and an idle second group."""
-    from kernels import tlx_hopper
-
-    inputs = make_inputs(case, zlib.crc32(case.name.encode()))
-    res = check_forward(case, inputs=inputs, overrides={**SPLIT_TILES, "split_rings": True})
-    assert res["ok"], res
-    q, k, v, q_off, k_off, _, _ = inputs
-    params = _params(case, 1 / math.sqrt(case.d))
-    with persistent_grid(case.grid):
-        default = tlx_hopper.call_fwd_config(q, k, k_off, params)
-        rings = dataclasses.replace(default, split_rings=not default.split_rings)
-        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
-        out_r, lse_r = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=rings)
-    assert torch.equal(out, out_r) and torch.equal(lse, lse_r)
 
 
 @pytest.mark.gpu

@@ -328,28 +328,6 @@ _PLAIN = JFAParams(max_seq_len_q=128, max_seq_len_kv=100, sm_scale=None, broadca
 
 def test_split_tiles_runs_the_short_key_pma_q128_tile():
     assert split_tiles_refusal(_split_tiles_config(), True, 128, 4, 132, _PLAIN) is None
-    # one ring per group: the tile's eight slots, four each
-    assert split_tiles_refusal(_split_tiles_config(split_rings=True), True, 128, 4, 132, _PLAIN) is None
-
-
-@pytest.mark.parametrize("chain", [0, -1, 2.0])
-def test_pv_chain_is_a_block_count(chain):
-    """pv_chain counts the unmasked blocks per unrolled chain (1: none); a kernel loop stepping by
-    0 or a negative count would never end."""
-    from kernels.tlx_hopper import _check_config
-
-    _check_config(dataclasses.replace(fwd_config(128, True, 128), pv_chain=3))
-    with pytest.raises(ValueError, match=r"pv_chain must be an int >= 1 \(unmasked blocks per"):
-        _check_config(dataclasses.replace(fwd_config(128, True, 128), pv_chain=chain))
-
-
-def test_split_rings_needs_split_tiles():
-    """A ring per group only exists where each group has tiles of its own."""
-    from kernels.tlx_hopper import _check_config
-
-    _check_config(_split_tiles_config(split_rings=True))
-    with pytest.raises(ValueError, match="split_rings needs split_tiles"):
-        _check_config(_split_tiles_config(split_tiles=False, split_rings=True))
 
 
 @pytest.mark.parametrize("cfg, broadcast, q_len, pairs, n_prog, params, rule", [
@@ -363,10 +341,6 @@ def test_split_rings_needs_split_tiles():
     (_split_tiles_config(late_p_cast=True), True, 128, 4, 132, _PLAIN, "late_p_cast off"),
     (dataclasses.replace(fwd_config(128, True, 192, short_kv=True), split_tiles=True), True, 192, 3,
      132, _PLAIN, "num_groups == 2, got 3"),
-    (_split_tiles_config(split_rings=True, num_buf_kv=7), True, 128, 4, 132, _PLAIN,
-     "split_rings needs num_buf_kv a multiple of num_groups (2), at least 2 slots per ring, got 7"),
-    (_split_tiles_config(split_rings=True, num_buf_kv=2), True, 128, 4, 132, _PLAIN,
-     "at least 2 slots per ring, got 2"),
 ])
 def test_split_tiles_refusal_names_the_rule(cfg, broadcast, q_len, pairs, n_prog, params, rule):
     assert rule in split_tiles_refusal(cfg, broadcast, q_len, pairs, n_prog, params)
