@@ -132,6 +132,7 @@ def bwd_variants():
             yield (f"bwd-{kern} d{d} bf16 causal={int(causal)} window={int(window)} "
                    f"bcast={int(bcast)} q{q_len}"), kern, d, causal, window, bcast, q_len
     yield "bwd-pma d128 bf16 bcast=1 q128", "pma", 128, False, False, True, 128  # BwdConfig.pma_roles
+    yield "bwd-pma3 d128 bf16 bcast=1 q192", "pma3", 128, False, False, True, 192  # BwdConfig.pma3
 
 
 def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides: dict | None = None):
@@ -158,6 +159,22 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
                      GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
                      DK_STAGE=cfg.pma_dk_stage, SPLIT_PS=cfg.pma_split_ps,
                      DK_EARLY=cfg.pma_dk_early, DV_IN_DK_STAGE=cfg.pma_dv_in_dk_stage)
+        sig.update({k: "constexpr" for k in const})
+        src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const,
+                                        attrs=_pointer_attrs(fn, sig))
+        return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1))
+    if kern == "pma3":
+        from kernels.tlx_hopper_bwd_pma3 import jfa_bwd_pma3_kernel
+
+        fn = jfa_bwd_pma3_kernel
+        _check_config(cfg, d)
+        sig.update({"desc_dk": _tdesc(dt, 64, d), "desc_dv": _tdesc(dt, 64, d),
+                    "desc_part": _tdesc("fp32", 64, d), "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}",
+                    "lse_ptr": "*fp32",
+                    "delta_ptr": "*fp32", "k_off": "*i32", "tile_entry": "*i64", "n_entries": "*i32",
+                    "sm_scale": "fp32", "B": "i32", "H": "i32", "q_len": "i32", "total_out": "i32"})
+        const = dict(HEAD_DIM=d, NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v,
+                     SCORE_REGS=cfg.pma3_regs)
         sig.update({k: "constexpr" for k in const})
         src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const,
                                         attrs=_pointer_attrs(fn, sig))

@@ -478,6 +478,9 @@ BWD_SWITCHES = {
     # dV staged over the P^T tiles, which go back after its epilogue (bwd_config: P^T back before
     # dV's epilogue, dV staged in dK's tile)
     "bwd-pma-dv-over-pt": ({"pma_dv_in_dk_stage": False}, lambda: pma_roles_cases()),
+    # broadcast_q q_len 129-192 by the three-step pass (bwd_config: the fused dK/dV pass)
+    "bwd-pma3": ({"pma3": True}, lambda: pma3_cases()),
+    "bwd-pma3-k2-v3": ({"pma3": True, "pma_buf_k": 2, "pma_buf_v": 3}, lambda: pma3_cases()[:4]),
 }
 
 
@@ -497,6 +500,25 @@ def pma_roles_cases() -> list[Case]:
             Case("bcast", 40, 128, 64, 2, 2, 128, "bf16", lens="full"),
             Case("bcast", 150, 128, 333, 2, 2, 128, "bf16", grid=2),
             Case("bcast", 150, 100, 260, 2, 2, 128, "bf16", grid=5)]
+
+
+def pma3_cases() -> list[Case]:
+    """Broadcast cases the three-step pass takes (128 < q_len <= 192, Hq == Hkv, no mask, D=128):
+    a third step straddling q_len (150, and 129: one real row; its rows past q_len read the next
+    element's dO, or past the last element's, TMA's zeros), random key lengths with 0 and the
+    maximum among them (a last tile of 1 or 2 keys with max 65 / 130), all 1, all one full tile,
+    fp16, long sequences (a batch element over many 64-key tiles: every gradient role many
+    times), a grid of 2 (every element of a head on one CTA: the single-slot phases over hundreds
+    of tiles) and of 7 (two CTAs per head of three, the seventh SM idle)."""
+    return [Case("bcast", 120, 192, 300, 3, 3, 128, "bf16"),
+            Case("bcast", 200, 150, 130, 2, 2, 128, "fp16"),
+            Case("bcast", 64, 129, 1000, 2, 2, 128, "bf16"),
+            Case("bcast", 100, 192, 65, 2, 2, 128, "bf16"),
+            Case("bcast", 90, 192, 200, 2, 2, 128, "bf16", lens="empty_kv"),
+            Case("bcast", 90, 192, 200, 2, 2, 128, "bf16", lens="one"),
+            Case("bcast", 40, 192, 64, 2, 2, 128, "bf16", lens="full"),
+            Case("bcast", 150, 192, 333, 2, 2, 128, "bf16", grid=2),
+            Case("bcast", 150, 170, 260, 3, 3, 128, "bf16", grid=7)]
 
 
 def bwd_det_cases() -> list[Case]:
@@ -932,6 +954,21 @@ def test_pma_roles_backward_is_deterministic(case, fold_delta):
     assert tlx_hopper.uses_pma_roles(config, case.d, True, case.max_q, case.hq, case.hkv,
                                      case.causal, case.window, case.hq)
     # grids of at least one CTA per head (fewer: routed to the default pass)
+    res = check_bwd_determinism(case, grids=(case.hq, 2 * case.hq + 1), config=config)
+    assert res["ok"], res
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", pma3_cases()[:3] + pma3_cases()[-1:], ids=lambda c: c.name)
+def test_pma3_backward_is_deterministic(case):
+    """The three-step pass: dQ (per-CTA partials summed in CTA order), dK and dV bitwise equal run
+    to run; dK/dV also for other grid sizes (their rows have one writer whatever the grid)."""
+    from kernels import tlx_hopper
+
+    config = dataclasses.replace(tlx_hopper_config(case), pma3=True)
+    assert tlx_hopper.uses_pma3(config, case.d, True, case.max_q, case.hq, case.hkv, case.causal,
+                                case.window, case.hq)
     res = check_bwd_determinism(case, grids=(case.hq, 2 * case.hq + 1), config=config)
     assert res["ok"], res
 

@@ -7,8 +7,8 @@ import torch
 
 from kernels.common import JFAParams
 from kernels.tlx_hopper import (BwdConfig, _descriptor, bwd_config, fuses_dq, fwd_config,
-                                o_by_tma_only, split_tiles_refusal, tile_window_for, uses_pma_roles,
-                                with_split_tiles)
+                                o_by_tma_only, split_tiles_refusal, tile_window_for, uses_pma3,
+                                uses_pma_roles, with_split_tiles)
 
 H200_L2 = 50 * 2**20
 
@@ -252,6 +252,37 @@ def test_pma_rings_need_a_slot_count(name, bad):
     _check_config(BwdConfig(**{name: 1}, pma_fold_delta=False), 128)
     with pytest.raises(ValueError, match=rf"{name} must be an int >= 1 .*, got {bad!r}"):
         _check_config(BwdConfig(**{name: bad}), 128)
+
+
+@pytest.mark.parametrize("k,v", [(3, 3), (4, 2), (2, 4), (5, 1)])
+def test_pma3_rings_fit_beside_its_step_tiles(k, v):
+    """pma3 holds Q, dO, P^T and dS^T of three steps (144 KB): five 16 KB K/V slots at most."""
+    from kernels.tlx_hopper import _check_config
+
+    _check_config(BwdConfig(pma_buf_k=k, pma_buf_v=v), 128)  # the q128 pass's rings: no such rule
+    _check_config(BwdConfig(pma3=True, pma_buf_k=k - 1, pma_buf_v=v), 128)
+    with pytest.raises(ValueError, match=rf"pma3 needs pma_buf_k \+ pma_buf_v <= 5, got {k} \+ {v}"):
+        _check_config(BwdConfig(pma3=True, pma_buf_k=k, pma_buf_v=v), 128)
+
+
+def test_pma3_takes_only_the_calls_its_kernel_serves():
+    on = BwdConfig(pma3=True, pma_buf_v=2)
+    pma = dict(head_dim=128, broadcast_q=True, q_len=192, num_heads=3, num_kv_heads=3, causal=False,
+               window=None, num_sms=132)
+    assert uses_pma3(on, **pma)
+    assert uses_pma3(on, **{**pma, "q_len": 129})        # three steps, the third one row
+    assert not uses_pma3(BwdConfig(), **pma)              # off unless asked for
+    for change in ({"q_len": 128}, {"q_len": 193},       # three 64-row steps exactly
+                   {"head_dim": 64}, {"broadcast_q": False}, {"num_kv_heads": 1},  # GQA
+                   {"causal": True}, {"window": 16},
+                   {"num_heads": 133}):                   # a CTA per head at least
+        assert not uses_pma3(on, **{**pma, **change}), change
+    # the q192 default with it switched on (what an A/B with pma3=True runs) fits
+    from kernels.tlx_hopper import _check_config
+
+    q192_on = dataclasses.replace(bwd_config(128, True, 192, 3, 132), pma3=True)
+    _check_config(q192_on, 128)
+    assert uses_pma3(q192_on, **pma)
 
 
 @pytest.mark.parametrize("broadcast_q,q_len", [(False, 0), (True, 192), (True, 128), (True, 300)])
