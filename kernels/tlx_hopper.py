@@ -557,7 +557,10 @@ class BwdConfig:
     # dV and dK in turn (`tlx_hopper_bwd_pma3`; `uses_pma3` decides), K and V in rings of pma_buf_k
     # and pma_buf_v 16 KB slots; deterministic (per-CTA dQ partials summed in CTA order). The
     # split-role layout needs a fourth, gradient warpgroup that the register file cannot hold at
-    # three steps (run 31); the fused dK/dV pass this replaces reduce-adds dQ per step
+    # three steps (run 31); the fused dK/dV pass it replaces reduce-adds dQ per step. Run 43 (H200,
+    # PMA q192 forward+backward against the fused pass, two processes of 4 ABBA rounds): 0.882 /
+    # 0.881, 0.863 / 0.867, 0.859 / 0.898 at fill 0.1 / 0.5 / 0.9. `bwd_config` takes it for
+    # broadcast_q with 128 < q_len <= 192
     pma3: bool = False
     pma3_regs: int = 160  # 3 x 160 + the producer's 32 fill the register file
 
@@ -575,7 +578,10 @@ def bwd_config(head_dim: int, broadcast_q: bool, q_len: int, num_heads: int, num
     q-block per head, num_heads <= SMs): its TMA-store epilogue is what frees the shared memory, the
     atomics of the other mode would not fit."""
     if broadcast_q and 128 < q_len <= 192 and num_heads <= num_sms:
-        return BwdConfig(dq_groups=3, dq_regs=160, tile_window=tile_window, pma_buf_v=2)
+        # the three-step pass where `uses_pma3` takes the call (3 K + 2 V slots); the others
+        # (masks, GQA, D=64) the fused dK/dV pass, or the 3-warpgroup dq pass
+        return BwdConfig(dq_groups=3, dq_regs=160, tile_window=tile_window, pma3=True,
+                         pma_buf_v=2)
     if broadcast_q:  # the split-role pass where `uses_pma_roles` takes the call, dK staged apart,
         # P^T handed over apart from dS^T and back before dV's epilogue (dV staged in dK's tile),
         # dK issued before dV's epilogue

@@ -478,9 +478,11 @@ BWD_SWITCHES = {
     # dV staged over the P^T tiles, which go back after its epilogue (bwd_config: P^T back before
     # dV's epilogue, dV staged in dK's tile)
     "bwd-pma-dv-over-pt": ({"pma_dv_in_dk_stage": False}, lambda: pma_roles_cases()),
-    # broadcast_q q_len 129-192 by the three-step pass (bwd_config: the fused dK/dV pass)
-    "bwd-pma3": ({"pma3": True}, lambda: pma3_cases()),
-    "bwd-pma3-k2-v3": ({"pma3": True, "pma_buf_k": 2, "pma_buf_v": 3}, lambda: pma3_cases()[:4]),
+    # broadcast_q q_len 129-192 without the three-step pass (bwd_config takes it there): the fused
+    # dK/dV pass
+    "bwd-no-pma3": ({"pma3": False}, lambda: pma3_cases()),
+    # its other ring split (two K and three V slots)
+    "bwd-pma3-k2-v3": ({"pma_buf_k": 2, "pma_buf_v": 3}, lambda: pma3_cases()[:4]),
 }
 
 
@@ -876,7 +878,8 @@ def test_long_sequences_take_window_zero_and_match_window_one():
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", bwd_cases() + pma_roles_cases(), ids=lambda c: c.name)
+@pytest.mark.parametrize("case", bwd_cases() + pma_roles_cases() + pma3_cases(),
+                         ids=lambda c: c.name)
 def test_backward(case):
     res = check_backward(case, seed=zlib.crc32(case.name.encode()))
     assert res["ok"], res
@@ -966,7 +969,7 @@ def test_pma3_backward_is_deterministic(case):
     to run; dK/dV also for other grid sizes (their rows have one writer whatever the grid)."""
     from kernels import tlx_hopper
 
-    config = dataclasses.replace(tlx_hopper_config(case), pma3=True)
+    config = tlx_hopper_config(case)
     assert tlx_hopper.uses_pma3(config, case.d, True, case.max_q, case.hq, case.hkv, case.causal,
                                 case.window, case.hq)
     res = check_bwd_determinism(case, grids=(case.hq, 2 * case.hq + 1), config=config)
@@ -995,7 +998,7 @@ def _main():
     passes = args.passes.split(",")
     jobs = ([("fwd", c) for c in fwd_cases()] + [("grid", c) for c in grid_cases()]
             + [("ostore", c) for c in o_store_cases()]
-            + [("bwd", c) for c in bwd_cases() + pma_roles_cases()]
+            + [("bwd", c) for c in bwd_cases() + pma_roles_cases() + pma3_cases()]
             + [(name, c) for name, (_, cases) in BWD_SWITCHES.items() for c in cases()]
             + [("bwd-det", c) for c in bwd_det_cases()])
     jobs = [j for j in jobs if j[0] in passes]

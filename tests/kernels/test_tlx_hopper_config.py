@@ -277,12 +277,10 @@ def test_pma3_takes_only_the_calls_its_kernel_serves():
                    {"causal": True}, {"window": 16},
                    {"num_heads": 133}):                   # a CTA per head at least
         assert not uses_pma3(on, **{**pma, **change}), change
-    # the q192 default with it switched on (what an A/B with pma3=True runs) fits
+    # the q192 default fits its rule
     from kernels.tlx_hopper import _check_config
 
-    q192_on = dataclasses.replace(bwd_config(128, True, 192, 3, 132), pma3=True)
-    _check_config(q192_on, 128)
-    assert uses_pma3(q192_on, **pma)
+    _check_config(bwd_config(128, True, 192, 3, 132), 128)
 
 
 @pytest.mark.parametrize("broadcast_q,q_len", [(False, 0), (True, 192), (True, 128), (True, 300)])
@@ -312,6 +310,16 @@ def test_bwd_config_takes_the_split_role_pass_for_pma_q128_only():
     assert bwd_config(128, True, 128, 4, 132).pma_fold_delta  # run 25: no preprocess kernel
     assert not bwd_config(128, False, 0, 4, 132).pma_roles                 # self/cross
     assert not uses_pma_roles(bwd_config(128, True, 192, 3, 132), **{**pma, "q_len": 192})
+
+
+def test_bwd_config_takes_the_three_step_pass_for_pma_q192():
+    # run 43: forward+backward 0.86-0.90 of the fused dK/dV pass's time on every PMA q192 row
+    pma = dict(head_dim=128, broadcast_q=True, q_len=192, num_heads=3, num_kv_heads=3, causal=False,
+               window=None, num_sms=132)
+    for q_len in (129, 160, 192):
+        assert uses_pma3(bwd_config(128, True, q_len, 3, 132), **{**pma, "q_len": q_len})
+    assert not uses_pma3(bwd_config(128, True, 128, 4, 132), **{**pma, "q_len": 128})
+    assert not bwd_config(128, False, 0, 4, 132).pma3                      # self/cross
 
 
 @pytest.mark.parametrize("head_dim", [64, 128])
