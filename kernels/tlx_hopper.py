@@ -311,9 +311,9 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
         return
     _check_count(cfg, "pma_buf_k", 1, "ring slots")
     _check_count(cfg, "pma_buf_v", 1, "ring slots")
-    if cfg.pma3 and cfg.pma_buf_k + cfg.pma_buf_v > 5:
-        # 16 KB slots beside Q, dO, P^T and dS^T (144 KB) within the 227 KB
-        raise ValueError(f"tlx BwdConfig: pma3 needs pma_buf_k + pma_buf_v <= 5, got "
+    if cfg.pma_shared_roles and cfg.pma_buf_k + cfg.pma_buf_v > 5:
+        # 16 KB slots beside three steps' Q, dO, P^T and dS^T (144 KB) within the 227 KB
+        raise ValueError(f"tlx BwdConfig: pma_shared_roles needs pma_buf_k + pma_buf_v <= 5, got "
                          f"{cfg.pma_buf_k} + {cfg.pma_buf_v}")
     if cfg.pma_dk_stage and cfg.pma_buf_k + cfg.pma_buf_v + 2 * cfg.pma_buf_ps > 7:
         # in 16 KB units beside Q and dO: a K or V slot 1, a P^T/dS^T slot 2, the dK staging tile
@@ -552,17 +552,17 @@ class BwdConfig:
     # 0.978-0.987 in all four, fill 0.9 0.952-1.002 (mean 0.984), fill 0.1 mean 0.995.
     # `bwd_config` takes it for broadcast_q
     pma_dv_in_dk_stage: bool = False
-    # broadcast_q with 128 < q_len <= 192, one query head per KV head, no causal/window mask, D=128:
-    # the one-pass backward whose three score warpgroups (one per 64-row step) take each tile's
-    # dV and dK in turn (`tlx_hopper_bwd_pma3`; `uses_pma3` decides), K and V in rings of pma_buf_k
-    # and pma_buf_v 16 KB slots; deterministic (per-CTA dQ partials summed in CTA order). The
-    # split-role layout needs a fourth, gradient warpgroup that the register file cannot hold at
-    # three steps (run 31); the fused dK/dV pass it replaces reduce-adds dQ per step. Run 43 (H200,
-    # PMA q192 forward+backward against the fused pass, two processes of 4 ABBA rounds): 0.882 /
-    # 0.881, 0.863 / 0.867, 0.859 / 0.898 at fill 0.1 / 0.5 / 0.9. `bwd_config` takes it for
-    # broadcast_q with 128 < q_len <= 192
-    pma3: bool = False
-    pma3_regs: int = 160  # 3 x 160 + the producer's 32 fill the register file
+    # broadcast_q with 64 < q_len <= 192, one query head per KV head, no causal/window mask, D=128:
+    # the one-pass backward whose score warpgroups (one per 64-row step, two or three) take each
+    # tile's dV and dK in turn (`tlx_hopper_bwd_pma_shared`; `uses_pma_shared_roles` decides), K
+    # and V in rings of pma_buf_k and pma_buf_v 16 KB slots; deterministic (per-CTA dQ partials
+    # summed in CTA order). At three steps the split-role layout needs a fourth, gradient
+    # warpgroup that the register file cannot hold (run 31); the fused dK/dV pass this replaces
+    # there reduce-adds dQ per step. Run 43 (H200, PMA q192 forward+backward against the fused
+    # pass, two processes of 4 ABBA rounds; named `pma3` in its records): 0.882 / 0.881, 0.863 /
+    # 0.867, 0.859 / 0.898 at fill 0.1 / 0.5 / 0.9. `bwd_config` takes it for broadcast_q with
+    # 128 < q_len <= 192; at two steps (q_len <= 128) the split-role pass stays the choice
+    pma_shared_roles: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -578,9 +578,9 @@ def bwd_config(head_dim: int, broadcast_q: bool, q_len: int, num_heads: int, num
     q-block per head, num_heads <= SMs): its TMA-store epilogue is what frees the shared memory, the
     atomics of the other mode would not fit."""
     if broadcast_q and 128 < q_len <= 192 and num_heads <= num_sms:
-        # the three-step pass where `uses_pma3` takes the call (3 K + 2 V slots); the others
-        # (masks, GQA, D=64) the fused dK/dV pass, or the 3-warpgroup dq pass
-        return BwdConfig(dq_groups=3, dq_regs=160, tile_window=tile_window, pma3=True,
+        # the shared-role pass where `uses_pma_shared_roles` takes the call (3 K + 2 V slots); the
+        # others (masks, GQA, D=64) the fused dK/dV pass, or the 3-warpgroup dq pass
+        return BwdConfig(dq_groups=3, dq_regs=160, tile_window=tile_window, pma_shared_roles=True,
                          pma_buf_v=2)
     if broadcast_q:  # the split-role pass where `uses_pma_roles` takes the call, dK staged apart,
         # P^T handed over apart from dS^T and back before dV's epilogue (dV staged in dK's tile),
@@ -605,16 +605,16 @@ def uses_pma_roles(cfg: BwdConfig, head_dim: int, broadcast_q: bool, q_len: int,
             and num_heads == num_kv_heads and not causal and window is None and num_heads <= num_sms)
 
 
-def uses_pma3(cfg: BwdConfig, head_dim: int, broadcast_q: bool, q_len: int, num_heads: int,
-              num_kv_heads: int, causal: bool, window: int | None, num_sms: int) -> bool:
-    """Whether `backward` takes the three-step broadcast_q pass (`BwdConfig.pma3`'s conditions:
-    its three score warpgroups take one 64-row query step each, its CTAs one head each)."""
-    return (cfg.pma3 and broadcast_q and head_dim == 128 and 128 < q_len <= 192
+def uses_pma_shared_roles(cfg: BwdConfig, head_dim: int, broadcast_q: bool, q_len: int,
+                          num_heads: int, num_kv_heads: int, causal: bool, window: int | None,
+                          num_sms: int) -> bool:
+    """Whether `backward` takes the shared-role broadcast_q pass (`BwdConfig.pma_shared_roles`'s
+    conditions: its score warpgroups take one 64-row query step each, its CTAs one head each)."""
+    return (cfg.pma_shared_roles and broadcast_q and head_dim == 128 and 64 < q_len <= 192
             and num_heads == num_kv_heads and not causal and window is None and num_heads <= num_sms)
 
 
 PMA_Q_BLOCK = 128  # the split-role pass's q-block (its schedule is the forward's resident one)
-PMA3_Q_BLOCK = 192  # the three-step pass's
 DKDV_BLOCK_N = 128  # KV rows per dk/dv tile
 DKDV_STEP = 64      # query rows per dk/dv step
 DQ_REDUCE_ROWS = 8  # rows per program of `_reduce_dq_partials`
@@ -652,8 +652,8 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     win = 0 if window is None else int(window)
     causal = bool(params.causal)
 
-    if uses_pma3(cfg, d, broadcast, q_len, hq, hkv, causal, window, n_sm):
-        return _backward_pma3(grad_out, query, key, value, out, lse, key_offset, cfg, dk, dv, scale,
+    if uses_pma_shared_roles(cfg, d, broadcast, q_len, hq, hkv, causal, window, n_sm):
+        return _backward_pma_shared_roles(grad_out, query, key, value, out, lse, key_offset, cfg, dk, dv, scale,
                               n_sm)
     if uses_pma_roles(cfg, d, broadcast, q_len, hq, hkv, causal, window, n_sm):
         return _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, dk, dv,
@@ -797,37 +797,48 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
     return dq, dk, dv
 
 
-def _backward_pma3(grad_out, query, key, value, out, lse, key_offset, cfg, dk, dv, scale, n_sm):
-    """`backward` by the three-step broadcast_q pass: the preprocess (delta), the pass, the dQ
+def _backward_pma_shared_roles(grad_out, query, key, value, out, lse, key_offset, cfg, dk, dv,
+                               scale, n_sm):
+    """`backward` by the shared-role broadcast_q pass: the preprocess (delta), the pass, the dQ
     partials' sum."""
     from kernels.tlx_hopper_bwd import _jfa_bwd_preprocess_kernel
-    from kernels.tlx_hopper_bwd_pma3 import jfa_bwd_pma3_kernel
+    from kernels.tlx_hopper_bwd_pma_shared import jfa_bwd_pma_shared_kernel
     from kernels.tlx_schedule import cached_schedule
 
     B = key_offset.numel() - 1
     q_len, hq, d = query.shape
     total_out = B * q_len
+    n_steps = triton_cdiv(q_len, 64)
+    q_block = 64 * n_steps
     delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
     launch(_jfa_bwd_preprocess_kernel, (triton_cdiv(total_out, 64), hq),
         out, grad_out, delta, delta, total_out, hq, HEAD_DIM=d, BLOCK_R=64, ZERO_DQ=False,
         num_warps=4)
-    # the forward's resident schedule for one 192-row q-block: batch elements heaviest first
-    entries, n_entries = cached_schedule(None, key_offset, B, q_len, 1, None, False, True,
-                                         PMA3_Q_BLOCK, 64)
+    # the forward's resident schedule for one q-block: batch elements heaviest first per head
+    entries, n_entries = cached_schedule(None, key_offset, B, q_len, 1, None, False, True, q_block,
+                                         64)
     ctas_per_head = n_sm // hq
     n_prog = hq * ctas_per_head
-    part = torch.empty((n_prog * PMA3_Q_BLOCK, 1, d), device=query.device, dtype=torch.float32)
+    part = torch.empty((n_prog * q_block, 1, d), device=query.device, dtype=torch.float32)
     if POISON_OUTPUTS:
         part.fill_(float("nan"))
     dq = torch.empty_like(query)
     if POISON_OUTPUTS:
         dq.fill_(float("nan"))
-    launch(jfa_bwd_pma3_kernel, (n_prog,),
+    launch(jfa_bwd_pma_shared_kernel, (n_prog,),
         _descriptor(query, q_len, 64), _descriptor(grad_out, total_out, 64),
         _descriptor(key, key.shape[0], 64), _descriptor(value, value.shape[0], 64),
         _descriptor(dk, dk.shape[0], 64), _descriptor(dv, dv.shape[0], 64),
-        _descriptor(part, part.shape[0], 64), dk, dv, lse, delta, key_offset, entries, n_entries, scale, B, hq, q_len, total_out, HEAD_DIM=d,
-        NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v, SCORE_REGS=cfg.pma3_regs, num_warps=4,
+        _descriptor(part, part.shape[0], 64), dk, dv, lse, delta, key_offset, entries, n_entries,
+        scale, B, hq, q_len, total_out, HEAD_DIM=d, NSTEPS=n_steps, NUM_BUF_K=cfg.pma_buf_k,
+        NUM_BUF_V=cfg.pma_buf_v, SCORE_REGS=pma_shared_score_regs(n_steps), num_warps=4,
         num_stages=1)
-    _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, PMA3_Q_BLOCK, hq)
+    _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, q_block, hq)
     return dq, dk, dv
+
+
+def pma_shared_score_regs(n_steps: int) -> int:
+    """The shared-role pass's registers per score warpgroup: what n_steps of them leave beside the
+    producer's 32 of the 512 per thread slot, in setmaxnreg's steps of 8 (160 at three, 240 at
+    two)."""
+    return (512 - 32) // n_steps // 8 * 8

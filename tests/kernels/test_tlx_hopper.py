@@ -478,11 +478,13 @@ BWD_SWITCHES = {
     # dV staged over the P^T tiles, which go back after its epilogue (bwd_config: P^T back before
     # dV's epilogue, dV staged in dK's tile)
     "bwd-pma-dv-over-pt": ({"pma_dv_in_dk_stage": False}, lambda: pma_roles_cases()),
-    # broadcast_q q_len 129-192 without the three-step pass (bwd_config takes it there): the fused
+    # broadcast_q q_len 129-192 without the shared-role pass (bwd_config takes it there): the fused
     # dK/dV pass
-    "bwd-no-pma3": ({"pma3": False}, lambda: pma3_cases()),
+    "bwd-no-pma-shared-roles": ({"pma_shared_roles": False}, lambda: pma_shared_cases()),
     # its other ring split (two K and three V slots)
-    "bwd-pma3-k2-v3": ({"pma_buf_k": 2, "pma_buf_v": 3}, lambda: pma3_cases()[:4]),
+    "bwd-pma-shared-k2-v3": ({"pma_buf_k": 2, "pma_buf_v": 3}, lambda: pma_shared_cases()[:4]),
+    # the shared-role pass at two steps (q_len 65-128; bwd_config: the split-role pass)
+    "bwd-pma-shared-q128": ({"pma_shared_roles": True}, lambda: pma_roles_cases()),
 }
 
 
@@ -504,8 +506,8 @@ def pma_roles_cases() -> list[Case]:
             Case("bcast", 150, 100, 260, 2, 2, 128, "bf16", grid=5)]
 
 
-def pma3_cases() -> list[Case]:
-    """Broadcast cases the three-step pass takes (128 < q_len <= 192, Hq == Hkv, no mask, D=128):
+def pma_shared_cases() -> list[Case]:
+    """Broadcast cases the shared-role pass takes by default (128 < q_len <= 192, Hq == Hkv, no mask, D=128):
     a third step straddling q_len (150, and 129: one real row; its rows past q_len read the next
     element's dO, or past the last element's, TMA's zeros), random key lengths with 0 and the
     maximum among them (a last tile of 1 or 2 keys with max 65 / 130), all 1, all one full tile,
@@ -878,7 +880,7 @@ def test_long_sequences_take_window_zero_and_match_window_one():
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", bwd_cases() + pma_roles_cases() + pma3_cases(),
+@pytest.mark.parametrize("case", bwd_cases() + pma_roles_cases() + pma_shared_cases(),
                          ids=lambda c: c.name)
 def test_backward(case):
     res = check_backward(case, seed=zlib.crc32(case.name.encode()))
@@ -963,15 +965,17 @@ def test_pma_roles_backward_is_deterministic(case, fold_delta):
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", pma3_cases()[:3] + pma3_cases()[-1:], ids=lambda c: c.name)
-def test_pma3_backward_is_deterministic(case):
-    """The three-step pass: dQ (per-CTA partials summed in CTA order), dK and dV bitwise equal run
-    to run; dK/dV also for other grid sizes (their rows have one writer whatever the grid)."""
+@pytest.mark.parametrize("case", pma_shared_cases()[:3] + pma_shared_cases()[-1:]
+                         + pma_roles_cases()[:3], ids=lambda c: c.name)
+def test_pma_shared_roles_backward_is_deterministic(case):
+    """The shared-role pass (three steps by default, two as a switch): dQ (per-CTA partials summed
+    in CTA order), dK and dV bitwise equal run to run; dK/dV also for other grid sizes (their rows
+    have one writer whatever the grid)."""
     from kernels import tlx_hopper
 
-    config = tlx_hopper_config(case)
-    assert tlx_hopper.uses_pma3(config, case.d, True, case.max_q, case.hq, case.hkv, case.causal,
-                                case.window, case.hq)
+    config = dataclasses.replace(tlx_hopper_config(case), pma_shared_roles=True)
+    assert tlx_hopper.uses_pma_shared_roles(config, case.d, True, case.max_q, case.hq, case.hkv,
+                                            case.causal, case.window, case.hq)
     res = check_bwd_determinism(case, grids=(case.hq, 2 * case.hq + 1), config=config)
     assert res["ok"], res
 
@@ -998,7 +1002,7 @@ def _main():
     passes = args.passes.split(",")
     jobs = ([("fwd", c) for c in fwd_cases()] + [("grid", c) for c in grid_cases()]
             + [("ostore", c) for c in o_store_cases()]
-            + [("bwd", c) for c in bwd_cases() + pma_roles_cases() + pma3_cases()]
+            + [("bwd", c) for c in bwd_cases() + pma_roles_cases() + pma_shared_cases()]
             + [(name, c) for name, (_, cases) in BWD_SWITCHES.items() for c in cases()]
             + [("bwd-det", c) for c in bwd_det_cases()])
     jobs = [j for j in jobs if j[0] in passes]

@@ -7,8 +7,9 @@ import torch
 
 from kernels.common import JFAParams
 from kernels.tlx_hopper import (BwdConfig, _descriptor, bwd_config, fuses_dq, fwd_config,
-                                o_by_tma_only, split_tiles_refusal, tile_window_for, uses_pma3,
-                                uses_pma_roles, with_split_tiles)
+                                o_by_tma_only, pma_shared_score_regs, split_tiles_refusal,
+                                tile_window_for, uses_pma_roles, uses_pma_shared_roles,
+                                with_split_tiles)
 
 H200_L2 = 50 * 2**20
 
@@ -255,28 +256,32 @@ def test_pma_rings_need_a_slot_count(name, bad):
 
 
 @pytest.mark.parametrize("k,v", [(3, 3), (4, 2), (2, 4), (5, 1)])
-def test_pma3_rings_fit_beside_its_step_tiles(k, v):
-    """pma3 holds Q, dO, P^T and dS^T of three steps (144 KB): five 16 KB K/V slots at most."""
+def test_pma_shared_roles_rings_fit_beside_its_step_tiles(k, v):
+    """The shared-role pass holds Q, dO, P^T and dS^T of up to three steps (144 KB): five 16 KB K/V
+    slots at most."""
     from kernels.tlx_hopper import _check_config
 
     _check_config(BwdConfig(pma_buf_k=k, pma_buf_v=v), 128)  # the q128 pass's rings: no such rule
-    _check_config(BwdConfig(pma3=True, pma_buf_k=k - 1, pma_buf_v=v), 128)
-    with pytest.raises(ValueError, match=rf"pma3 needs pma_buf_k \+ pma_buf_v <= 5, got {k} \+ {v}"):
-        _check_config(BwdConfig(pma3=True, pma_buf_k=k, pma_buf_v=v), 128)
+    _check_config(BwdConfig(pma_shared_roles=True, pma_buf_k=k - 1, pma_buf_v=v), 128)
+    with pytest.raises(ValueError, match=rf"pma_shared_roles needs pma_buf_k \+ pma_buf_v <= 5, got {k} \+ {v}"):
+        _check_config(BwdConfig(pma_shared_roles=True, pma_buf_k=k, pma_buf_v=v), 128)
 
 
-def test_pma3_takes_only_the_calls_its_kernel_serves():
-    on = BwdConfig(pma3=True, pma_buf_v=2)
+def test_pma_shared_roles_takes_only_the_calls_its_kernel_serves():
+    on = BwdConfig(pma_shared_roles=True, pma_buf_v=2)
     pma = dict(head_dim=128, broadcast_q=True, q_len=192, num_heads=3, num_kv_heads=3, causal=False,
                window=None, num_sms=132)
-    assert uses_pma3(on, **pma)
-    assert uses_pma3(on, **{**pma, "q_len": 129})        # three steps, the third one row
-    assert not uses_pma3(BwdConfig(), **pma)              # off unless asked for
-    for change in ({"q_len": 128}, {"q_len": 193},       # three 64-row steps exactly
+    assert uses_pma_shared_roles(on, **pma)
+    assert uses_pma_shared_roles(on, **{**pma, "q_len": 129})  # three steps, the third one row
+    assert uses_pma_shared_roles(on, **{**pma, "q_len": 65})   # two steps, the second one row
+    assert not uses_pma_shared_roles(BwdConfig(), **pma)        # off unless asked for
+    for change in ({"q_len": 64}, {"q_len": 193},              # two or three 64-row steps
                    {"head_dim": 64}, {"broadcast_q": False}, {"num_kv_heads": 1},  # GQA
                    {"causal": True}, {"window": 16},
-                   {"num_heads": 133}):                   # a CTA per head at least
-        assert not uses_pma3(on, **{**pma, **change}), change
+                   {"num_heads": 133}):                         # a CTA per head at least
+        assert not uses_pma_shared_roles(on, **{**pma, **change}), change
+    # score warpgroups and the producer's 32 fill the 512 registers per thread slot
+    assert (pma_shared_score_regs(3), pma_shared_score_regs(2)) == (160, 240)
     # the q192 default fits its rule
     from kernels.tlx_hopper import _check_config
 
@@ -312,14 +317,14 @@ def test_bwd_config_takes_the_split_role_pass_for_pma_q128_only():
     assert not uses_pma_roles(bwd_config(128, True, 192, 3, 132), **{**pma, "q_len": 192})
 
 
-def test_bwd_config_takes_the_three_step_pass_for_pma_q192():
+def test_bwd_config_takes_the_shared_role_pass_for_pma_q192_only():
     # run 43: forward+backward 0.86-0.90 of the fused dK/dV pass's time on every PMA q192 row
     pma = dict(head_dim=128, broadcast_q=True, q_len=192, num_heads=3, num_kv_heads=3, causal=False,
                window=None, num_sms=132)
     for q_len in (129, 160, 192):
-        assert uses_pma3(bwd_config(128, True, q_len, 3, 132), **{**pma, "q_len": q_len})
-    assert not uses_pma3(bwd_config(128, True, 128, 4, 132), **{**pma, "q_len": 128})
-    assert not bwd_config(128, False, 0, 4, 132).pma3                      # self/cross
+        assert uses_pma_shared_roles(bwd_config(128, True, q_len, 3, 132), **{**pma, "q_len": q_len})
+    assert not uses_pma_shared_roles(bwd_config(128, True, 128, 4, 132), **{**pma, "q_len": 128})
+    assert not bwd_config(128, False, 0, 4, 132).pma_shared_roles                      # self/cross
 
 
 @pytest.mark.parametrize("head_dim", [64, 128])
