@@ -132,9 +132,7 @@ def bwd_variants():
             yield (f"bwd-{kern} d{d} bf16 causal={int(causal)} window={int(window)} "
                    f"bcast={int(bcast)} q{q_len}"), kern, d, causal, window, bcast, q_len
     yield "bwd-pma d128 bf16 bcast=1 q128", "pma", 128, False, False, True, 128  # BwdConfig.pma_roles
-    # BwdConfig.pma_shared_roles: the q192 default, and at two steps (q128's candidate)
-    yield "bwd-pma-shared d128 bf16 bcast=1 q192", "pma_shared", 128, False, False, True, 192
-    yield "bwd-pma-shared d128 bf16 bcast=1 q128", "pma_shared", 128, False, False, True, 128
+    yield "bwd-pma-shared d128 bf16 bcast=1 q192", "pma_shared", 128, False, False, True, 192  # pma_shared_roles
 
 
 def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides: dict | None = None):
@@ -166,7 +164,6 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
                                         attrs=_pointer_attrs(fn, sig))
         return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1))
     if kern == "pma_shared":
-        from kernels.tlx_hopper import pma_shared_score_regs
         from kernels.tlx_hopper_bwd_pma_shared import jfa_bwd_pma_shared_kernel
 
         fn = jfa_bwd_pma_shared_kernel
@@ -176,9 +173,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
                     "lse_ptr": "*fp32",
                     "delta_ptr": "*fp32", "k_off": "*i32", "tile_entry": "*i64", "n_entries": "*i32",
                     "sm_scale": "fp32", "B": "i32", "H": "i32", "q_len": "i32", "total_out": "i32"})
-        n_steps = (q_len + 63) // 64
-        const = dict(HEAD_DIM=d, NSTEPS=n_steps, NUM_BUF_K=cfg.pma_buf_k,
-                     NUM_BUF_V=cfg.pma_buf_v, SCORE_REGS=pma_shared_score_regs(n_steps))
+        const = dict(HEAD_DIM=d, NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v)
         sig.update({k: "constexpr" for k in const})
         src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const,
                                         attrs=_pointer_attrs(fn, sig))

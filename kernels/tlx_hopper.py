@@ -552,16 +552,17 @@ class BwdConfig:
     # 0.978-0.987 in all four, fill 0.9 0.952-1.002 (mean 0.984), fill 0.1 mean 0.995.
     # `bwd_config` takes it for broadcast_q
     pma_dv_in_dk_stage: bool = False
-    # broadcast_q with 64 < q_len <= 192, one query head per KV head, no causal/window mask, D=128:
-    # the one-pass backward whose score warpgroups (one per 64-row step, two or three) take each
-    # tile's dV and dK in turn (`tlx_hopper_bwd_pma_shared`; `uses_pma_shared_roles` decides), K
-    # and V in rings of pma_buf_k and pma_buf_v 16 KB slots; deterministic (per-CTA dQ partials
-    # summed in CTA order). At three steps the split-role layout needs a fourth, gradient
-    # warpgroup that the register file cannot hold (run 31); the fused dK/dV pass this replaces
-    # there reduce-adds dQ per step. Run 43 (H200, PMA q192 forward+backward against the fused
-    # pass, two processes of 4 ABBA rounds; named `pma3` in its records): 0.882 / 0.881, 0.863 /
-    # 0.867, 0.859 / 0.898 at fill 0.1 / 0.5 / 0.9. `bwd_config` takes it for broadcast_q with
-    # 128 < q_len <= 192; at two steps (q_len <= 128) the split-role pass stays the choice
+    # broadcast_q with 128 < q_len <= 192, one query head per KV head, no causal/window mask, D=128:
+    # the one-pass backward whose three score warpgroups (one per 64-row step) take each tile's dV
+    # and dK in turn (`tlx_hopper_bwd_pma_shared`; `uses_pma_shared_roles` decides), K and V in
+    # rings of pma_buf_k and pma_buf_v 16 KB slots; deterministic (per-CTA dQ partials summed in
+    # CTA order). The split-role layout needs a fourth, gradient warpgroup that the register file
+    # cannot hold at three steps (run 31); the fused dK/dV pass it replaces reduce-adds dQ per
+    # step. Run 43 (H200, PMA q192 forward+backward against the fused pass, two processes of 4
+    # ABBA rounds; named `pma3` in its records): 0.882 / 0.881, 0.863 / 0.867, 0.859 / 0.898 at
+    # fill 0.1 / 0.5 / 0.9; `bwd_config` takes it there. At two steps (PMA q128, two warpgroups of
+    # 240 registers) it ran 1.257 / 1.087 / 1.119 of the split-role pass's time (run 43, call 5):
+    # not offered there
     pma_shared_roles: bool = False
 
     @property
@@ -609,12 +610,14 @@ def uses_pma_shared_roles(cfg: BwdConfig, head_dim: int, broadcast_q: bool, q_le
                           num_heads: int, num_kv_heads: int, causal: bool, window: int | None,
                           num_sms: int) -> bool:
     """Whether `backward` takes the shared-role broadcast_q pass (`BwdConfig.pma_shared_roles`'s
-    conditions: its score warpgroups take one 64-row query step each, its CTAs one head each)."""
-    return (cfg.pma_shared_roles and broadcast_q and head_dim == 128 and 64 < q_len <= 192
+    conditions: its three score warpgroups take one 64-row query step each, its CTAs one head
+    each)."""
+    return (cfg.pma_shared_roles and broadcast_q and head_dim == 128 and 128 < q_len <= 192
             and num_heads == num_kv_heads and not causal and window is None and num_heads <= num_sms)
 
 
 PMA_Q_BLOCK = 128  # the split-role pass's q-block (its schedule is the forward's resident one)
+PMA_SHARED_Q_BLOCK = 192  # the shared-role pass's
 DKDV_BLOCK_N = 128  # KV rows per dk/dv tile
 DKDV_STEP = 64      # query rows per dk/dv step
 DQ_REDUCE_ROWS = 8  # rows per program of `_reduce_dq_partials`
@@ -808,18 +811,17 @@ def _backward_pma_shared_roles(grad_out, query, key, value, out, lse, key_offset
     B = key_offset.numel() - 1
     q_len, hq, d = query.shape
     total_out = B * q_len
-    n_steps = triton_cdiv(q_len, 64)
-    q_block = 64 * n_steps
     delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
     launch(_jfa_bwd_preprocess_kernel, (triton_cdiv(total_out, 64), hq),
         out, grad_out, delta, delta, total_out, hq, HEAD_DIM=d, BLOCK_R=64, ZERO_DQ=False,
         num_warps=4)
-    # the forward's resident schedule for one q-block: batch elements heaviest first per head
-    entries, n_entries = cached_schedule(None, key_offset, B, q_len, 1, None, False, True, q_block,
-                                         64)
+    # the forward's resident schedule for one 192-row q-block: batch elements heaviest first
+    entries, n_entries = cached_schedule(None, key_offset, B, q_len, 1, None, False, True,
+                                         PMA_SHARED_Q_BLOCK, 64)
     ctas_per_head = n_sm // hq
     n_prog = hq * ctas_per_head
-    part = torch.empty((n_prog * q_block, 1, d), device=query.device, dtype=torch.float32)
+    part = torch.empty((n_prog * PMA_SHARED_Q_BLOCK, 1, d), device=query.device,
+                       dtype=torch.float32)
     if POISON_OUTPUTS:
         part.fill_(float("nan"))
     dq = torch.empty_like(query)
@@ -830,15 +832,7 @@ def _backward_pma_shared_roles(grad_out, query, key, value, out, lse, key_offset
         _descriptor(key, key.shape[0], 64), _descriptor(value, value.shape[0], 64),
         _descriptor(dk, dk.shape[0], 64), _descriptor(dv, dv.shape[0], 64),
         _descriptor(part, part.shape[0], 64), dk, dv, lse, delta, key_offset, entries, n_entries,
-        scale, B, hq, q_len, total_out, HEAD_DIM=d, NSTEPS=n_steps, NUM_BUF_K=cfg.pma_buf_k,
-        NUM_BUF_V=cfg.pma_buf_v, SCORE_REGS=pma_shared_score_regs(n_steps), num_warps=4,
-        num_stages=1)
-    _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, q_block, hq)
+        scale, B, hq, q_len, total_out, HEAD_DIM=d, NUM_BUF_K=cfg.pma_buf_k,
+        NUM_BUF_V=cfg.pma_buf_v, num_warps=4, num_stages=1)
+    _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, PMA_SHARED_Q_BLOCK, hq)
     return dq, dk, dv
-
-
-def pma_shared_score_regs(n_steps: int) -> int:
-    """The shared-role pass's registers per score warpgroup: what n_steps of them leave beside the
-    producer's 32 of the 512 per thread slot, in setmaxnreg's steps of 8 (160 at three, 240 at
-    two)."""
-    return (512 - 32) // n_steps // 8 * 8

@@ -1,35 +1,34 @@
-"""TLX Hopper (sm_90) backward of broadcast_q (PMA) in one pass whose score warpgroups take the
-gradient work in turn.
+"""TLX Hopper (sm_90) backward of broadcast_q with 128 < q_len <= 192 (PMA q192) in one pass:
+three score warpgroups that take the gradient work in turn.
 
-`BwdConfig.pma_shared_roles`: broadcast_q, 64 < q_len <= 192, one query head per KV head, no mask,
-D = 128; `bwd_config` takes it for 128 < q_len <= 192 (PMA q192). The split-role pass
-(`tlx_hopper_bwd_pma`, q_len <= 128) keeps a gradient warpgroup beside its two score
-warpgroups; at three query steps that layout needs 3 x 160 + 168 registers per thread slot, more
-than the register file holds (run 31's costing). Here the NSTEPS score warpgroups (one per 64-row
-step, 160 registers each at three steps, 240 at two) take the gradient work of a tile in turn
-instead: each holds its step's dQ accumulator (64 registers) for the whole launch and, in the
-tiles where it has a gradient role, a 64-register dK or dV accumulator while its S^T/dP^T
-registers are dead.
+`BwdConfig.pma_shared_roles`: broadcast_q, 128 < q_len <= 192, one query head per KV head, no mask, D = 128.
+The split-role pass (`tlx_hopper_bwd_pma`, q_len <= 128) keeps a gradient warpgroup beside its
+two score warpgroups; at three query steps that layout needs 3 x 160 + 168 registers per thread
+slot, more than the register file holds (run 31's costing). Here the three score warpgroups take
+the gradient work of a tile in turn instead: each holds its step's dQ accumulator (64 registers)
+for the whole launch and, in the tiles where it has a gradient role, a 64-register dK or dV
+accumulator while its S^T/dP^T registers are dead. (At two steps, PMA q128, the same shape with
+two 240-register warpgroups ran 9-26 % slower than the split-role pass: run 43.)
 
 The CTAs are resident like the forward's: CTA p works for one head the whole launch
-(`tile_at(..., RESIDENT=True)`, the forward's schedule with one NSTEPS*64-row q-block) and walks
-that head's batch elements heaviest first in 64-key tiles. Q loads once; dO and the row
-statistics once per batch element (one slot); K and V per tile.
+(`tile_at(..., RESIDENT=True)`, the forward's schedule with one 192-row q-block) and walks that
+head's batch elements heaviest first in 64-key tiles. Q loads once; dO and the row statistics once
+per batch element (one slot: 3 x 16 KB); K and V per tile.
 
-Warp roles (a tile = 64 keys; a step = 64 query rows):
+Warp roles (a tile = 64 keys; a step = 64 query rows; three steps):
 - producer (default warpgroup): Q once; per batch element its dO tiles and the steps' statistics
   (LSE in base 2, +inf where P must be 0, and delta from the preprocess kernel); per tile K and
   V, each into a ring of its own.
-- score warpgroup s (`replicate=NSTEPS`), per tile: S^T = K Q_s^T and dP^T = V dO_s^T,
+- score warpgroup s (`replicate=3`), per tile: S^T = K Q_s^T and dP^T = V dO_s^T,
   P^T = exp2(S^T*scale*log2e - LSE), dS^T = P^T (dP^T - delta), both to shared memory, and
   dQ_s += dS_s K (the previous tile's, issued after this tile's S^T/dP^T and waited within the
-  iteration, as in the split-role pass). Then its gradient role in this tile, (tile + s) mod
-  NSTEPS: 0: dV = sum_s' P_s'^T dO_s' (staged over the P^T tiles, the only ones its wgmmas read);
+  iteration, as in the split-role pass). Then its gradient role in this tile, (tile + s) mod 3:
+  0: dV = sum_s' P_s'^T dO_s' (staged over the P^T tiles, the only ones its wgmmas read);
   1: dK = sum_s' dS_s'^T Q_s' (staged over the tile's V slot: every dP^T that read V finished
-  before its dS^T was stored); 2 (three steps): none. Whole tiles leave by TMA store, the
-  sequence's last partial tile by a masked store from a read-back. At the end each writes its
-  fp32 dQ partial, summed per head by `_jfa_dq_reduce_kernel` in CTA order (deterministic; dK/dV
-  are written once).
+  before its dS^T was stored); 2: none. Whole tiles leave by TMA store, the sequence's last
+  partial tile by a masked store from a read-back. At the end each writes its fp32 dQ partial,
+  summed per head by `_jfa_dq_reduce_kernel` in CTA order (deterministic; dK/dV are written
+  once).
 
 The P^T and dS^T tiles have one slot each: a score warpgroup stores the next tile's only once this
 tile's dV (P^T) or dK (dS^T) role is done with them.
@@ -51,9 +50,10 @@ from kernels.tlx_schedule import n_iterations
 
 LOG2E = tl.constexpr(1.4426950408889634)
 DV_ROLE = tl.constexpr(0)  # a score warpgroup's gradient role in a tile: (tile + step) mod 3
-DK_ROLE = tl.constexpr(1)  # (three steps: role 2 has no gradient work)
-DONE_BAR = tl.constexpr(9)  # named barrier: every score warpgroup finished every tile
-STAGED_BAR = tl.constexpr(9)  # STAGED_BAR + s, s >= 1: step s - 1's dQ partial left the staging tile
+DK_ROLE = tl.constexpr(1)
+SCORE_REGS = tl.constexpr(160)  # per score warpgroup: 3 x 160 + the producer's 32 fill the 512
+DONE_BAR = tl.constexpr(9)  # named barrier: the three score warpgroups finished every tile
+STAGED_BAR = tl.constexpr(9)  # STAGED_BAR + s, s = 1, 2: step s - 1's dQ partial left the staging tile
 
 
 @triton.jit
@@ -89,14 +89,13 @@ def _write_tile(desc, ptr, stage, x, row0, nrows, H, h, HEAD_DIM: tl.constexpr,
 def jfa_bwd_pma_shared_kernel(
     desc_q, desc_do, desc_k, desc_v,   # TMA, boxes [64, D]: q [q_len, H*D], do [B*q_len, H*D], k/v [total_kv, H*D]
     desc_dk, desc_dv,                  # TMA store, box [64, D]: dk/dv [total_kv, H*D]
-    desc_part,                         # TMA store, box [64, D]: fp32 dQ partials [n_prog * NSTEPS * 64, D]
+    desc_part,                         # TMA store, box [64, D]: fp32 dQ partials [n_prog * 192, D]
     dk_ptr, dv_ptr,                    # [total_kv, H, D]
     lse_ptr, delta_ptr, k_off, tile_entry, n_entries, sm_scale, B, H, q_len, total_out,
-    HEAD_DIM: tl.constexpr, NSTEPS: tl.constexpr, NUM_BUF_K: tl.constexpr,
-    NUM_BUF_V: tl.constexpr, SCORE_REGS: tl.constexpr,
+    HEAD_DIM: tl.constexpr, NUM_BUF_K: tl.constexpr, NUM_BUF_V: tl.constexpr,
 ):
     BLOCK: tl.constexpr = 64           # keys per tile = query rows per step
-    tl.static_assert(NSTEPS == 2 or NSTEPS == 3)
+    NSTEPS: tl.constexpr = 3
     dtype: tl.constexpr = tlx.dtype_of(desc_k)
     ELEM: tl.constexpr = tlx.size_of(dtype)
     TILE_BYTES: tl.constexpr = ELEM * BLOCK * HEAD_DIM
@@ -104,7 +103,7 @@ def jfa_bwd_pma_shared_kernel(
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
     ctas_per_head = n_prog // H
-    # ---- shared memory (three steps, 3 K + 2 V slots, D = 128: 225.5 KB) and barriers -------
+    # ---- shared memory (225.5 KB with 3 K + 2 V slots at D = 128) and barriers -------------
     q_tiles = tlx.local_alloc((BLOCK, HEAD_DIM), dtype, NSTEPS)
     do_tiles = tlx.local_alloc((BLOCK, HEAD_DIM), dtype, NSTEPS)
     # step s's statistics: LSE at 2s, delta at 2s + 1
@@ -115,8 +114,8 @@ def jfa_bwd_pma_shared_kernel(
     pt_tiles = tlx.local_alloc((BLOCK, BLOCK), dtype, NSTEPS)
     dv_stage = tlx.local_alloc((BLOCK, HEAD_DIM), dtype, 1, reuse=pt_tiles)
     dst_tiles = tlx.local_alloc((BLOCK, BLOCK), dtype, NSTEPS)
-    # at the end the steps' fp32 dQ partials [64, D] (32 KB each) are staged over the dO tiles
-    # (2-3 x 16 KB), free by then, one step after the other
+    # at the end the steps' fp32 dQ partials [64, D] (32 KB each) are staged over the dO tiles, free
+    # by then, one step after the other
     dq_stage = tlx.local_alloc((BLOCK, HEAD_DIM), tl.float32, 1, reuse=do_tiles)
     q_full = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
     # the batch slot is full once its dO bytes landed and its statistics are stored (2 arrivals);

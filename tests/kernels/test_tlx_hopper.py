@@ -483,8 +483,6 @@ BWD_SWITCHES = {
     "bwd-no-pma-shared-roles": ({"pma_shared_roles": False}, lambda: pma_shared_cases()),
     # its other ring split (two K and three V slots)
     "bwd-pma-shared-k2-v3": ({"pma_buf_k": 2, "pma_buf_v": 3}, lambda: pma_shared_cases()[:4]),
-    # the shared-role pass at two steps (q_len 65-128; bwd_config: the split-role pass)
-    "bwd-pma-shared-q128": ({"pma_shared_roles": True}, lambda: pma_roles_cases()),
 }
 
 
@@ -965,15 +963,14 @@ def test_pma_roles_backward_is_deterministic(case, fold_delta):
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", pma_shared_cases()[:3] + pma_shared_cases()[-1:]
-                         + pma_roles_cases()[:3], ids=lambda c: c.name)
+@pytest.mark.parametrize("case", pma_shared_cases()[:3] + pma_shared_cases()[-1:],
+                         ids=lambda c: c.name)
 def test_pma_shared_roles_backward_is_deterministic(case):
-    """The shared-role pass (three steps by default, two as a switch): dQ (per-CTA partials summed
-    in CTA order), dK and dV bitwise equal run to run; dK/dV also for other grid sizes (their rows
-    have one writer whatever the grid)."""
+    """The shared-role pass: dQ (per-CTA partials summed in CTA order), dK and dV bitwise equal run
+    to run; dK/dV also for other grid sizes (their rows have one writer whatever the grid)."""
     from kernels import tlx_hopper
 
-    config = dataclasses.replace(tlx_hopper_config(case), pma_shared_roles=True)
+    config = tlx_hopper_config(case)
     assert tlx_hopper.uses_pma_shared_roles(config, case.d, True, case.max_q, case.hq, case.hkv,
                                             case.causal, case.window, case.hq)
     res = check_bwd_determinism(case, grids=(case.hq, 2 * case.hq + 1), config=config)
