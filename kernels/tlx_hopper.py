@@ -656,8 +656,8 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
     causal = bool(params.causal)
 
     if uses_pma_shared_roles(cfg, d, broadcast, q_len, hq, hkv, causal, window, n_sm):
-        return _backward_pma_shared_roles(grad_out, query, key, value, out, lse, key_offset, cfg, dk, dv, scale,
-                              n_sm)
+        return _backward_pma_shared_roles(grad_out, query, key, value, out, lse, key_offset, cfg,
+                                          dk, dv, scale, n_sm)
     if uses_pma_roles(cfg, d, broadcast, q_len, hq, hkv, causal, window, n_sm):
         return _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, dk, dv,
                                    scale, n_sm)
