@@ -756,34 +756,49 @@ def _reduce_dq_partials(part, dq, q_len: int, hq: int, ctas_per_pair: int, block
         BLOCK_R=DQ_REDUCE_ROWS, NUM_STAGES=8, num_warps=4)
 
 
+def _pma_delta(out, grad_out, hq: int, total_out: int) -> torch.Tensor:
+    """delta = rowsum(dO * O), fp32 [hq, total_out], by the preprocess kernel (the one-pass
+    broadcast_q backwards have no fp32 dQ buffer for it to zero)."""
+    from kernels.tlx_hopper_bwd import _jfa_bwd_preprocess_kernel
+
+    delta = torch.empty((hq, total_out), device=out.device, dtype=torch.float32)
+    launch(_jfa_bwd_preprocess_kernel, (triton_cdiv(total_out, 64), hq),
+        out, grad_out, delta, delta, total_out, hq, HEAD_DIM=out.shape[-1], BLOCK_R=64,
+        ZERO_DQ=False, num_warps=4)
+    return delta
+
+
+def _pma_resident(query, key_offset, q_block: int, n_sm: int):
+    """What the one-pass broadcast_q backwards share: the forward's resident schedule for one
+    q_block-row q-block (batch elements heaviest first per head), the CTAs per head, the launch's
+    CTAs, their fp32 dQ partials (q_block rows each) and dq."""
+    from kernels.tlx_schedule import cached_schedule
+
+    q_len, hq, d = query.shape
+    entries, n_entries = cached_schedule(None, key_offset, key_offset.numel() - 1, q_len, 1, None,
+                                         False, True, q_block, 64)
+    ctas_per_head = n_sm // hq
+    n_prog = hq * ctas_per_head
+    part = torch.empty((n_prog * q_block, 1, d), device=query.device, dtype=torch.float32)
+    dq = torch.empty_like(query)
+    if POISON_OUTPUTS:
+        part.fill_(float("nan"))
+        dq.fill_(float("nan"))
+    return entries, n_entries, ctas_per_head, n_prog, part, dq
+
+
 def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, dk, dv, scale, n_sm):
     """`backward` by the split-role broadcast_q pass: the preprocess (unless the pass sums delta
     itself, `BwdConfig.pma_fold_delta`), the pass, the dQ partials' sum."""
-    from kernels.tlx_hopper_bwd import _jfa_bwd_preprocess_kernel
     from kernels.tlx_hopper_bwd_pma import jfa_bwd_pma_kernel
-    from kernels.tlx_schedule import cached_schedule
 
     B = key_offset.numel() - 1
     q_len, hq, d = query.shape
     total_out = B * q_len
-    if cfg.pma_fold_delta:
-        delta = lse  # not read: the pass sums delta itself
-    else:
-        delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
-        launch(_jfa_bwd_preprocess_kernel, (triton_cdiv(total_out, 64), hq),
-            out, grad_out, delta, delta, total_out, hq, HEAD_DIM=d, BLOCK_R=64, ZERO_DQ=False,
-            num_warps=4)
-    # the forward's resident schedule for one q-block: batch elements heaviest first per head
-    entries, n_entries = cached_schedule(None, key_offset, B, q_len, 1, None, False, True,
-                                         PMA_Q_BLOCK, 64)
-    ctas_per_head = n_sm // hq
-    n_prog = hq * ctas_per_head
-    part = torch.empty((n_prog * PMA_Q_BLOCK, 1, d), device=query.device, dtype=torch.float32)
-    if POISON_OUTPUTS:
-        part.fill_(float("nan"))
-    dq = torch.empty_like(query)
-    if POISON_OUTPUTS:
-        dq.fill_(float("nan"))
+    # not read with pma_fold_delta: the pass sums delta itself
+    delta = lse if cfg.pma_fold_delta else _pma_delta(out, grad_out, hq, total_out)
+    entries, n_entries, ctas_per_head, n_prog, part, dq = _pma_resident(query, key_offset,
+                                                                        PMA_Q_BLOCK, n_sm)
     desc_k, desc_v = _descriptor(key, key.shape[0], 64), _descriptor(value, value.shape[0], 64)
     # not written without pma_dk_stage: every tile takes the masked store
     desc_dk = _descriptor(dk, dk.shape[0], 64) if cfg.pma_dk_stage else desc_k
@@ -804,29 +819,14 @@ def _backward_pma_shared_roles(grad_out, query, key, value, out, lse, key_offset
                                scale, n_sm):
     """`backward` by the shared-role broadcast_q pass: the preprocess (delta), the pass, the dQ
     partials' sum."""
-    from kernels.tlx_hopper_bwd import _jfa_bwd_preprocess_kernel
     from kernels.tlx_hopper_bwd_pma_shared import jfa_bwd_pma_shared_kernel
-    from kernels.tlx_schedule import cached_schedule
 
     B = key_offset.numel() - 1
     q_len, hq, d = query.shape
     total_out = B * q_len
-    delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
-    launch(_jfa_bwd_preprocess_kernel, (triton_cdiv(total_out, 64), hq),
-        out, grad_out, delta, delta, total_out, hq, HEAD_DIM=d, BLOCK_R=64, ZERO_DQ=False,
-        num_warps=4)
-    # the forward's resident schedule for one 192-row q-block: batch elements heaviest first
-    entries, n_entries = cached_schedule(None, key_offset, B, q_len, 1, None, False, True,
-                                         PMA_SHARED_Q_BLOCK, 64)
-    ctas_per_head = n_sm // hq
-    n_prog = hq * ctas_per_head
-    part = torch.empty((n_prog * PMA_SHARED_Q_BLOCK, 1, d), device=query.device,
-                       dtype=torch.float32)
-    if POISON_OUTPUTS:
-        part.fill_(float("nan"))
-    dq = torch.empty_like(query)
-    if POISON_OUTPUTS:
-        dq.fill_(float("nan"))
+    delta = _pma_delta(out, grad_out, hq, total_out)
+    entries, n_entries, ctas_per_head, n_prog, part, dq = _pma_resident(query, key_offset,
+                                                                        PMA_SHARED_Q_BLOCK, n_sm)
     launch(jfa_bwd_pma_shared_kernel, (n_prog,),
         _descriptor(query, q_len, 64), _descriptor(grad_out, total_out, 64),
         _descriptor(key, key.shape[0], 64), _descriptor(value, value.shape[0], 64),

@@ -1,0 +1,108 @@
+"""The one-pass broadcast_q backwards' host side: which kernels a call launches, with which grids,
+and every argument bound to a parameter of its kernel (`launch` recorded: nothing runs).
+
+Imports the TLX kernels for their signatures, so it runs where fbtriton imports (no GPU needed);
+skipped otherwise. The GPU tests (`test_tlx_hopper.py`) check what the launches compute.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+
+pytest.importorskip("triton.language.extra.tlx")
+
+from kernels import tlx_hopper  # noqa: E402  (after the skip: it needs TLX below)
+
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "launch_pdl")
+N_SM = 132
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """The launches of a call as (kernel name, grid, {parameter: argument}); a positional argument
+    past the kernel's parameters or a keyword that names none fails the call."""
+    import kernels.tlx_schedule
+
+    calls = []
+
+    def record(fn, grid, *args, **kwargs):
+        params = {k: v for k, v in kwargs.items() if k not in LAUNCH_OPTIONS}
+        bound = inspect.signature(fn.fn).bind(*args, **params)
+        calls.append((fn.fn.__name__, grid, dict(bound.arguments)))
+
+    monkeypatch.setattr(tlx_hopper, "launch", record)
+    # the schedule is built on the GPU; its tensors are only passed through here
+    monkeypatch.setattr(kernels.tlx_schedule, "cached_schedule",
+                        lambda *a, **k: (torch.zeros(8, dtype=torch.int64),
+                                         torch.ones(1, dtype=torch.int32)))
+    return calls
+
+
+def _pma_call(q_len: int, heads: int):
+    """A broadcast_q call's tensors on the CPU: three batch elements of 5, 0 and 70 keys."""
+    d, total_kv, batch = 128, 75, 3
+    g = torch.Generator().manual_seed(0)
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=g).to(torch.bfloat16)
+
+    q, k, v = rand(q_len, heads, d), rand(total_kv, heads, d), rand(total_kv, heads, d)
+    out, grad_out = rand(batch * q_len, heads, d), rand(batch * q_len, heads, d)
+    lse = torch.randn(heads, batch * q_len, generator=g)
+    k_off = torch.tensor([0, 5, 5, total_kv], dtype=torch.int32)
+    return dict(grad_out=grad_out, query=q, key=k, value=v, out=out, lse=lse, key_offset=k_off,
+                dk=torch.empty_like(k), dv=torch.empty_like(v), scale=d ** -0.5, n_sm=N_SM)
+
+
+def _check_dq_sum(launch, dq, part, heads: int, q_block: int):
+    """The last launch sums the pass's per-CTA partials into the returned dq, per head."""
+    name, grid, args = launch
+    ctas_per_head = N_SM // heads
+    assert name == "_jfa_dq_reduce_kernel"
+    assert grid == (q_block // tlx_hopper.DQ_REDUCE_ROWS, heads)
+    assert args["part_ptr"] is part and args["dq_ptr"] is dq
+    assert (args["ctas_per_pair"], args["BLOCK_M"]) == (ctas_per_head, q_block)
+    assert part.shape[0] == heads * ctas_per_head * q_block
+
+
+@pytest.mark.parametrize("q_len", [129, 192])
+def test_shared_role_backward_launches(launches, q_len):
+    heads = 3
+    call = _pma_call(q_len, heads)
+    cfg = tlx_hopper.bwd_config(128, True, q_len, heads, N_SM)
+    dq, dk, dv = tlx_hopper._backward_pma_shared_roles(cfg=cfg, **call)
+    assert [name for name, _, _ in launches] == ["_jfa_bwd_preprocess_kernel",
+                                                 "jfa_bwd_pma_shared_kernel",
+                                                 "_jfa_dq_reduce_kernel"]
+    (_, pre_grid, pre), (_, grid, args), reduce = launches
+    assert pre_grid == (tlx_hopper.triton_cdiv(3 * q_len, 64), heads)
+    assert args["delta_ptr"] is pre["delta_ptr"]            # the pass reads the preprocess's delta
+    assert grid == (heads * (N_SM // heads),)                # one head per CTA, resident
+    assert args["desc_part"].base.shape[0] == grid[0] * 192  # one 192-row q-block per CTA
+    assert (args["NUM_BUF_K"], args["NUM_BUF_V"]) == (cfg.pma_buf_k, cfg.pma_buf_v)
+    assert args["dk_ptr"] is dk is call["dk"] and args["dv_ptr"] is dv is call["dv"]
+    _check_dq_sum(reduce, dq, args["desc_part"].base, heads, 192)
+    assert dq.shape == call["query"].shape and dq.dtype == call["query"].dtype
+
+
+@pytest.mark.parametrize("fold_delta", [True, False])
+def test_split_role_backward_launches(launches, fold_delta):
+    heads, q_len = 4, 100
+    call = _pma_call(q_len, heads)
+    cfg = tlx_hopper.bwd_config(128, True, q_len, heads, N_SM)
+    cfg = tlx_hopper.dataclasses.replace(cfg, pma_fold_delta=fold_delta)
+    dq, _, _ = tlx_hopper._backward_pma_roles(cfg=cfg, **call)
+    names = [name for name, _, _ in launches]
+    assert names == ["_jfa_bwd_preprocess_kernel"] * (not fold_delta) + [
+        "jfa_bwd_pma_kernel", "_jfa_dq_reduce_kernel"]
+    _, grid, args = launches[-2]
+    if fold_delta:  # the pass sums delta itself from the O rows
+        assert args["FOLD_DELTA"] and args["delta_ptr"] is call["lse"]
+    else:
+        assert not args["FOLD_DELTA"] and args["delta_ptr"] is launches[0][2]["delta_ptr"]
+    assert grid == (heads * (N_SM // heads),)
+    assert args["desc_part"].base.shape[0] == grid[0] * 128
+    _check_dq_sum(launches[-1], dq, args["desc_part"].base, heads, 128)
