@@ -505,8 +505,8 @@ def pma_roles_cases() -> list[Case]:
 
 
 def pma_shared_cases() -> list[Case]:
-    """Broadcast cases the shared-role pass takes by default (128 < q_len <= 192, Hq == Hkv, no mask, D=128):
-    a third step straddling q_len (150, and 129: one real row; its rows past q_len read the next
+    """Broadcast cases the shared-role pass takes (128 < q_len <= 192, Hq == Hkv, no mask, D=128): a
+    third step straddling q_len (150, and 129: one real row; its rows past q_len read the next
     element's dO, or past the last element's, TMA's zeros), random key lengths with 0 and the
     maximum among them (a last tile of 1 or 2 keys with max 65 / 130), all 1, all one full tile,
     fp16, long sequences (a batch element over many 64-key tiles: every gradient role many
