@@ -633,7 +633,7 @@ DQ_REDUCE_ROWS = 8  # rows per program of `_reduce_dq_partials`
 def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, params,
              config: BwdConfig | None = None):
     """Gradients (dq, dk, dv) of `forward`; dq of broadcast_q is the batch sum (fp32 accumulate)."""
-    from kernels.tlx_hopper_bwd import _jfa_bwd_preprocess_kernel, jfa_bwd_dkdv_kernel, jfa_bwd_dq_kernel
+    from kernels.tlx_hopper_bwd import jfa_bwd_dkdv_kernel, jfa_bwd_dq_kernel
     from kernels.tlx_schedule import cached_schedule
 
     reason = supports(query, key, value, params)
@@ -669,17 +669,14 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
         return _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, dk, dv,
                                    scale, n_sm)
     fused_dq = fuses_dq(cfg, d, broadcast, bool(params.deterministic))
-    delta = torch.empty((hq, total_out), device=query.device, dtype=torch.float32)
     # fused: fp32 dQ, zeroed by the preprocess kernel where its rows are the output rows
     # (self/cross); broadcast_q's q_len rows are few
     zero_in_preprocess = fused_dq and not broadcast
-    dq_acc = delta  # not written without fused_dq
+    dq_acc = None
     if fused_dq:
         dq_acc = (torch.empty if zero_in_preprocess else torch.zeros)(
             query.shape, device=query.device, dtype=torch.float32)
-    launch(_jfa_bwd_preprocess_kernel, (triton_cdiv(total_out, 64), hq),
-        out, grad_out, delta, dq_acc, total_out, hq, HEAD_DIM=d, BLOCK_R=64,
-        ZERO_DQ=zero_in_preprocess, num_warps=4)
+    delta = _delta(out, grad_out, hq, total_out, dq_acc if zero_in_preprocess else None)
 
     desc_q = _descriptor(query, query.shape[0], 64)
     desc_do = _descriptor(grad_out, total_out, 64)
@@ -763,15 +760,16 @@ def _reduce_dq_partials(part, dq, q_len: int, hq: int, ctas_per_pair: int, block
         BLOCK_R=DQ_REDUCE_ROWS, NUM_STAGES=8, num_warps=4)
 
 
-def _pma_delta(out, grad_out, hq: int, total_out: int) -> torch.Tensor:
-    """delta = rowsum(dO * O), fp32 [hq, total_out], by the preprocess kernel (the one-pass
-    broadcast_q backwards have no fp32 dQ buffer for it to zero)."""
+def _delta(out, grad_out, hq: int, total_out: int,
+           zero_dq: torch.Tensor | None = None) -> torch.Tensor:
+    """delta = rowsum(dO * O), fp32 [hq, total_out], by the preprocess kernel, which also zeroes
+    zero_dq (the fused pass's fp32 dQ when its rows are the output rows) when given."""
     from kernels.tlx_hopper_bwd import _jfa_bwd_preprocess_kernel
 
     delta = torch.empty((hq, total_out), device=out.device, dtype=torch.float32)
     launch(_jfa_bwd_preprocess_kernel, (triton_cdiv(total_out, 64), hq),
-        out, grad_out, delta, delta, total_out, hq, HEAD_DIM=out.shape[-1], BLOCK_R=64,
-        ZERO_DQ=False, num_warps=4)
+        out, grad_out, delta, delta if zero_dq is None else zero_dq, total_out, hq,
+        HEAD_DIM=out.shape[-1], BLOCK_R=64, ZERO_DQ=zero_dq is not None, num_warps=4)
     return delta
 
 
@@ -803,7 +801,7 @@ def _backward_pma_roles(grad_out, query, key, value, out, lse, key_offset, cfg, 
     q_len, hq, d = query.shape
     total_out = B * q_len
     # not read with pma_fold_delta: the pass sums delta itself
-    delta = lse if cfg.pma_fold_delta else _pma_delta(out, grad_out, hq, total_out)
+    delta = lse if cfg.pma_fold_delta else _delta(out, grad_out, hq, total_out)
     entries, n_entries, ctas_per_head, n_prog, part, dq = _pma_resident(query, key_offset,
                                                                         PMA_Q_BLOCK, n_sm)
     desc_k, desc_v = _descriptor(key, key.shape[0], 64), _descriptor(value, value.shape[0], 64)
@@ -831,7 +829,7 @@ def _backward_pma_shared_roles(grad_out, query, key, value, out, lse, key_offset
     B = key_offset.numel() - 1
     q_len, hq, d = query.shape
     total_out = B * q_len
-    delta = _pma_delta(out, grad_out, hq, total_out)
+    delta = _delta(out, grad_out, hq, total_out)
     entries, n_entries, ctas_per_head, n_prog, part, dq = _pma_resident(query, key_offset,
                                                                         PMA_SHARED_Q_BLOCK, n_sm)
     launch(jfa_bwd_pma_shared_kernel, (n_prog,),

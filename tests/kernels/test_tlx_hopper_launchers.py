@@ -1,5 +1,5 @@
-"""The one-pass broadcast_q backwards' host side: which kernels a call launches, with which grids,
-and every argument bound to a parameter of its kernel (`launch` recorded: nothing runs).
+"""The backward's host side: which kernels a call launches, with which grids, and every argument
+bound to a parameter of its kernel (`launch` recorded: nothing runs).
 
 Imports the TLX kernels for their signatures, so it runs where fbtriton imports (no GPU needed);
 skipped otherwise. The GPU tests (`test_tlx_hopper.py`) check what the launches compute.
@@ -7,6 +7,7 @@ skipped otherwise. The GPU tests (`test_tlx_hopper.py`) check what the launches 
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import pytest
@@ -15,6 +16,7 @@ import torch
 pytest.importorskip("triton.language.extra.tlx")
 
 from kernels import tlx_hopper  # noqa: E402  (after the skip: it needs TLX below)
+from kernels.common import JFAParams  # noqa: E402
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "launch_pdl")
 N_SM = 132
@@ -95,7 +97,7 @@ def test_split_role_backward_launches(launches, fold_delta):
     heads, q_len = 4, 100
     call = _pma_call(q_len, heads)
     cfg = tlx_hopper.bwd_config(128, True, q_len, heads, N_SM)
-    cfg = tlx_hopper.dataclasses.replace(cfg, pma_fold_delta=fold_delta)
+    cfg = dataclasses.replace(cfg, pma_fold_delta=fold_delta)
     dq, _, _ = tlx_hopper._backward_pma_roles(cfg=cfg, **call)
     names = [name for name, _, _ in launches]
     assert names == ["_jfa_bwd_preprocess_kernel"] * (not fold_delta) + [
@@ -108,3 +110,47 @@ def test_split_role_backward_launches(launches, fold_delta):
     assert grid == (heads * (N_SM // heads),)
     assert args["desc_part"].base.shape[0] == grid[0] * 128
     _check_dq_sum(launches[-1], dq, args["desc_part"].base, heads, 128)
+
+
+@pytest.fixture
+def h200(monkeypatch):
+    """`backward` on CPU tensors: its device checks and properties answered as on the H200."""
+    monkeypatch.setattr(tlx_hopper, "supports", lambda *args: None)
+    monkeypatch.setattr(tlx_hopper, "_num_sms", lambda index: N_SM)
+    monkeypatch.setattr(tlx_hopper, "_l2_bytes", lambda index: 50 * 2**20)
+
+
+@pytest.mark.parametrize("mode", ["self", "bcast-window", "self-deterministic"])
+def test_backward_preprocess_feeds_the_dkdv_pass(launches, h200, mode):
+    """The preprocess's delta reaches the dK/dV pass; with the fused dQ its fp32 buffer is zeroed
+    there where its rows are the output rows (self/cross) and handed to the pass, and the dq pass
+    runs only without it."""
+    heads, d = 2, 128
+    call = _pma_call(192, heads)
+    k_off = call["key_offset"]
+    bcast = mode.startswith("bcast")
+    q = call["query"] if bcast else call["key"].clone()
+    params = JFAParams(max_seq_len_q=192 if bcast else 70, max_seq_len_kv=70, sm_scale=d ** -0.5,
+                       broadcast_q=bcast, window_size=16 if bcast else None,
+                       deterministic=mode.endswith("deterministic"))
+    out = call["out"] if bcast else torch.randn_like(q)
+    grad_out = torch.randn_like(out)
+    dq, dk, dv = tlx_hopper.backward(grad_out, q, call["key"], call["value"], out, call["lse"],
+                                     None if bcast else k_off, k_off, params)
+    names = [name for name, _, _ in launches]
+    fused = not params.deterministic
+    assert names[:2] == ["_jfa_bwd_preprocess_kernel", "jfa_bwd_dkdv_kernel"]
+    assert names[2:] == ([] if fused else ["jfa_bwd_dq_kernel"]
+                         + ["_jfa_dq_reduce_kernel"] * bcast)
+    (_, _, pre), (_, _, dkdv) = launches[:2]
+    assert dkdv["delta_ptr"] is pre["delta_ptr"] and dkdv["FUSED_DQ"] == fused
+    assert pre["ZERO_DQ"] == (fused and not bcast)
+    if pre["ZERO_DQ"]:  # the buffer it zeroes is the one the pass adds dQ into
+        assert dkdv["desc_dq"].base is pre["dq_acc_ptr"]
+        assert pre["dq_acc_ptr"].dtype == torch.float32
+    elif fused:  # broadcast_q: the pass adds into q_len rows allocated as zeros
+        assert dkdv["desc_dq"].base.dtype == torch.float32
+        assert torch.count_nonzero(dkdv["desc_dq"].base) == 0
+    assert dq.shape == q.shape and dq.dtype == q.dtype
+    assert dk.shape == call["key"].shape and dv.shape == call["value"].shape
+
