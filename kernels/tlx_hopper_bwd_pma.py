@@ -105,6 +105,38 @@ def _load_kv_turn(cnt, desc_k, desc_v, k_row, v_row, col, k_tiles, v_tiles, k_fu
 
 
 @triton.jit
+def _load_q_steps(desc_q, q_tiles, q_full, h, NSTEPS: tl.constexpr, BLOCK: tl.constexpr,
+                  HEAD_DIM: tl.constexpr, TILE_BYTES: tl.constexpr):
+    """The producer's one load of the resident Q: head h's NSTEPS 64-row step tiles on q_full."""
+    tlx.barrier_expect_bytes(q_full, NSTEPS * TILE_BYTES)
+    for s in tl.static_range(NSTEPS):
+        tlx.async_descriptor_load(desc_q, q_tiles[s], [s * BLOCK, h * HEAD_DIM], q_full)
+
+
+@triton.jit
+def _load_element_do(desc_do, do_tiles, step_stats, do_full, slot0, lse_ptr, delta_ptr, h,
+                     total_out, out_row0, qlen, NSTEPS: tl.constexpr, BLOCK: tl.constexpr,
+                     HEAD_DIM: tl.constexpr, TILE_BYTES: tl.constexpr, WITH_DELTA: tl.constexpr):
+    """The producer's load of a batch element into a free dO slot (its step tiles slot0 ..
+    slot0 + NSTEPS - 1): the dO tiles by TMA on do_full, and each step's statistics stored beside
+    them (LSE in base 2, +inf where P must be 0; delta too unless the score warpgroups sum it,
+    WITH_DELTA off); do_full's second arrival says they are stored."""
+    tlx.barrier_expect_bytes(do_full, NSTEPS * TILE_BYTES)
+    for s in tl.static_range(NSTEPS):
+        tlx.async_descriptor_load(desc_do, do_tiles[slot0 + s],
+                                  [out_row0 + s * BLOCK, h * HEAD_DIM], do_full)
+        pos = s * BLOCK + tl.arange(0, BLOCK)
+        if WITH_DELTA:
+            lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0, pos, qlen)
+            tlx.local_store(step_stats[2 * (slot0 + s) + 1], delta)
+        else:
+            lse2 = _row_lse2(lse_ptr, h, total_out, out_row0, pos, qlen)
+        tlx.local_store(step_stats[2 * (slot0 + s)], lse2)
+    # (barrier_arrive syncs the warpgroup first: every thread's stores precede the release)
+    tlx.barrier_arrive(do_full, 1)
+
+
+@triton.jit
 def _wait_kv_turn(cnt, k_fulls, v_fulls, NUM_BUF_K: tl.constexpr, NUM_BUF_V: tl.constexpr):
     """(K slot, V slot) of ring turn cnt, once both landed."""
     slot, phase = _bufidx_phase(cnt, NUM_BUF_K)
@@ -193,10 +225,8 @@ def jfa_bwd_pma_kernel(
     with tlx.async_tasks():
         # ---- producer: Q once, dO and statistics per batch element, K/V per tile ------------
         with tlx.async_task("default"):
-            h0 = pid // ctas_per_head
-            tlx.barrier_expect_bytes(q_full[0], NSTEPS * TILE_BYTES)
-            for s in tl.static_range(NSTEPS):
-                tlx.async_descriptor_load(desc_q, q_tiles[s], [s * BLOCK, h0 * HEAD_DIM], q_full[0])
+            _load_q_steps(desc_q, q_tiles, q_full[0], pid // ctas_per_head, NSTEPS, BLOCK,
+                          HEAD_DIM, TILE_BYTES)
             cnt_b = 0
             cnt_kv = 0
             for it in range(0, n_iter):
@@ -205,20 +235,10 @@ def jfa_bwd_pma_kernel(
                 if klen > 0:
                     slot_b, phase_b = _bufidx_phase(cnt_b, 2)
                     tlx.barrier_wait(do_empties[slot_b], phase_b ^ 1)
-                    tlx.barrier_expect_bytes(do_fulls[slot_b], NSTEPS * TILE_BYTES)
-                    for s in tl.static_range(NSTEPS):
-                        tlx.async_descriptor_load(desc_do, do_tiles[slot_b * NSTEPS + s],
-                                                  [out_row0 + s * BLOCK, h * HEAD_DIM],
-                                                  do_fulls[slot_b])
-                        pos = s * BLOCK + tl.arange(0, BLOCK)
-                        if FOLD_DELTA:  # the score warpgroups store delta
-                            lse2 = _row_lse2(lse_ptr, h, total_out, out_row0, pos, qlen)
-                        else:
-                            lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
-                                                     pos, qlen)
-                            tlx.local_store(step_stats[2 * (slot_b * NSTEPS + s) + 1], delta)
-                        tlx.local_store(step_stats[2 * (slot_b * NSTEPS + s)], lse2)
-                    tlx.barrier_arrive(do_fulls[slot_b], 1)
+                    # (FOLD_DELTA: the score warpgroups store delta)
+                    _load_element_do(desc_do, do_tiles, step_stats, do_fulls[slot_b],
+                                     slot_b * NSTEPS, lse_ptr, delta_ptr, h, total_out, out_row0,
+                                     qlen, NSTEPS, BLOCK, HEAD_DIM, TILE_BYTES, not FOLD_DELTA)
                     cnt_b += 1
                     if FOLD_DELTA:  # the element's O rows in one ring turn: step 0's as K, 1's as V
                         _load_kv_turn(cnt_kv, desc_o, desc_o, out_row0, out_row0 + BLOCK,

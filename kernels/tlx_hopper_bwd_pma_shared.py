@@ -42,9 +42,9 @@ import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
 
-from kernels.tlx_hopper_bwd import _opaque, _row_stats
-from kernels.tlx_hopper_bwd_pma import (_batch_element, _load_kv_turn, _scores_p, _store_rows,
-                                        _wait_kv_turn)
+from kernels.tlx_hopper_bwd import _opaque
+from kernels.tlx_hopper_bwd_pma import (_batch_element, _load_element_do, _load_kv_turn,
+                                        _load_q_steps, _scores_p, _store_rows, _wait_kv_turn)
 from kernels.tlx_hopper_fwd import _bufidx_phase
 from kernels.tlx_schedule import n_iterations
 
@@ -143,10 +143,8 @@ def jfa_bwd_pma_shared_kernel(
     with tlx.async_tasks():
         # ---- producer: Q once, dO and statistics per batch element, K/V per tile ------------
         with tlx.async_task("default"):
-            h0 = pid // ctas_per_head
-            tlx.barrier_expect_bytes(q_full[0], NSTEPS * TILE_BYTES)
-            for s in tl.static_range(NSTEPS):
-                tlx.async_descriptor_load(desc_q, q_tiles[s], [s * BLOCK, h0 * HEAD_DIM], q_full[0])
+            _load_q_steps(desc_q, q_tiles, q_full[0], pid // ctas_per_head, NSTEPS, BLOCK,
+                          HEAD_DIM, TILE_BYTES)
             cnt_b = 0
             cnt_kv = 0
             for it in range(0, n_iter):
@@ -163,15 +161,9 @@ def jfa_bwd_pma_shared_kernel(
                         cnt_kv += 1
                         first = 1
                     tlx.barrier_wait(do_empty[0], (cnt_b & 1) ^ 1)
-                    tlx.barrier_expect_bytes(do_full[0], NSTEPS * TILE_BYTES)
-                    for s in tl.static_range(NSTEPS):
-                        tlx.async_descriptor_load(desc_do, do_tiles[s],
-                                                  [out_row0 + s * BLOCK, h * HEAD_DIM], do_full[0])
-                        lse2, delta = _row_stats(lse_ptr, delta_ptr, h, total_out, out_row0,
-                                                 s * BLOCK + tl.arange(0, BLOCK), qlen)
-                        tlx.local_store(step_stats[2 * s], lse2)
-                        tlx.local_store(step_stats[2 * s + 1], delta)
-                    tlx.barrier_arrive(do_full[0], 1)
+                    _load_element_do(desc_do, do_tiles, step_stats, do_full[0], 0, lse_ptr,
+                                     delta_ptr, h, total_out, out_row0, qlen, NSTEPS, BLOCK,
+                                     HEAD_DIM, TILE_BYTES, True)
                     cnt_b += 1
                     if PREFETCH_DO:  # the next element's dO rows into L2: its slot load after
                         # this element's last dV then reads L2, not HBM
