@@ -564,13 +564,6 @@ class BwdConfig:
     # 240 registers) it ran 1.257 / 1.087 / 1.119 of the split-role pass's time (run 43, call 5):
     # not offered there
     pma_shared_roles: bool = False
-    # its one dO slot frees only once an element's last dV read it, and its producer waited for
-    # that before the next element's first K/V load, so each element starts on a drained
-    # pipeline. With pma_shared_kv_first the first tile's K/V load before that wait (and the first
-    # S^T is issued before the dO wait); with pma_shared_prefetch_do the next element's dO rows
-    # are prefetched into L2 when this element's load. Both bit-identical; not yet measured
-    pma_shared_kv_first: bool = False
-    pma_shared_prefetch_do: bool = False
 
     @property
     def dq_block_m(self) -> int:
@@ -838,7 +831,6 @@ def _backward_pma_shared_roles(grad_out, query, key, value, out, lse, key_offset
         _descriptor(dk, dk.shape[0], 64), _descriptor(dv, dv.shape[0], 64),
         _descriptor(part, part.shape[0], 64), dk, dv, lse, delta, key_offset, entries, n_entries,
         scale, B, hq, q_len, total_out, HEAD_DIM=d, NUM_BUF_K=cfg.pma_buf_k,
-        NUM_BUF_V=cfg.pma_buf_v, KV_FIRST=cfg.pma_shared_kv_first,
-        PREFETCH_DO=cfg.pma_shared_prefetch_do, num_warps=4, num_stages=1)
+        NUM_BUF_V=cfg.pma_buf_v, num_warps=4, num_stages=1)
     _reduce_dq_partials(part, dq, q_len, hq, ctas_per_head, PMA_SHARED_Q_BLOCK, hq)
     return dq, dk, dv

@@ -94,7 +94,6 @@ def jfa_bwd_pma_shared_kernel(
     dk_ptr, dv_ptr,                    # [total_kv, H, D]
     lse_ptr, delta_ptr, k_off, tile_entry, n_entries, sm_scale, B, H, q_len, total_out,
     HEAD_DIM: tl.constexpr, NUM_BUF_K: tl.constexpr, NUM_BUF_V: tl.constexpr,
-    KV_FIRST: tl.constexpr, PREFETCH_DO: tl.constexpr,
 ):
     BLOCK: tl.constexpr = 64           # keys per tile = query rows per step
     NSTEPS: tl.constexpr = 3
@@ -151,30 +150,19 @@ def jfa_bwd_pma_shared_kernel(
                 h, out_row0, qlen, kv_row0, klen = _batch_element(
                     it, pid, n_prog, tile_entry, n_tiles, B, H, ctas_per_head, k_off, q_len)
                 if klen > 0:
-                    first = 0  # the element's first tile whose K/V load follows its dO's
-                    if KV_FIRST:
-                        # the first tile's K/V before the wait for the dO slot, which frees only
-                        # once the previous element's last dV read it: they land meanwhile
-                        _load_kv_turn(cnt_kv, desc_k, desc_v, kv_row0, kv_row0, h * HEAD_DIM,
-                                      k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
-                                      TILE_BYTES, NUM_BUF_K, NUM_BUF_V)
-                        cnt_kv += 1
-                        first = 1
+                    # the first tile's K/V before the wait for the one dO slot, which frees only
+                    # once the previous element's last dV read it: they land meanwhile (run 44:
+                    # 0.955-0.975 of the pass's time at fill 0.1 / 0.5)
+                    _load_kv_turn(cnt_kv, desc_k, desc_v, kv_row0, kv_row0, h * HEAD_DIM,
+                                  k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                                  TILE_BYTES, NUM_BUF_K, NUM_BUF_V)
+                    cnt_kv += 1
                     tlx.barrier_wait(do_empty[0], (cnt_b & 1) ^ 1)
                     _load_element_do(desc_do, do_tiles, step_stats, do_full[0], 0, lse_ptr,
                                      delta_ptr, h, total_out, out_row0, qlen, NSTEPS, BLOCK,
                                      HEAD_DIM, TILE_BYTES, True)
                     cnt_b += 1
-                    if PREFETCH_DO:  # the next element's dO rows into L2: its slot load after
-                        # this element's last dV then reads L2, not HBM
-                        n_h, n_row0, _, _, n_klen = _batch_element(
-                            it + 1, pid, n_prog, tile_entry, n_tiles, B, H, ctas_per_head, k_off,
-                            q_len)
-                        if n_klen > 0:
-                            for s in tl.static_range(NSTEPS):
-                                tlx.async_descriptor_prefetch_tensor(
-                                    desc_do, [n_row0 + s * BLOCK, n_h * HEAD_DIM])
-                    for j in range(first, (klen + BLOCK - 1) // BLOCK):
+                    for j in range(1, (klen + BLOCK - 1) // BLOCK):
                         row = kv_row0 + j * BLOCK
                         _load_kv_turn(cnt_kv, desc_k, desc_v, row, row, h * HEAD_DIM, k_tiles,
                                       v_tiles, k_fulls, k_empties, v_fulls, v_empties,
@@ -197,8 +185,6 @@ def jfa_bwd_pma_shared_kernel(
                 h, out_row0, qlen, kv_row0, klen = _batch_element(
                     it, pid, n_prog, tile_entry, n_tiles, B, H, ctas_per_head, k_off, q_len)
                 if klen > 0:
-                    if not KV_FIRST:
-                        tlx.barrier_wait(do_full[0], cnt_b & 1)
                     n_kv = (klen + BLOCK - 1) // BLOCK
                     for j in range(0, n_kv):
                         slot, v_slot = _wait_kv_turn(cnt_kv, k_fulls, v_fulls, NUM_BUF_K,
@@ -206,9 +192,8 @@ def jfa_bwd_pma_shared_kernel(
                         phase = cnt_kv & 1
                         si = _opaque(tl.full((), s, tl.int32))  # (as in `_tile_gradient`)
                         st = tlx.async_dot(k_tiles[slot], tlx.local_trans(q_tiles[si]))
-                        if KV_FIRST:  # S^T needs no dO: issued before the element's dO wait
-                            if j == 0:
-                                tlx.barrier_wait(do_full[0], cnt_b & 1)
+                        if j == 0:  # S^T needs no dO: issued before the element's dO wait
+                            tlx.barrier_wait(do_full[0], cnt_b & 1)
                         dpt = tlx.async_dot(v_tiles[v_slot], tlx.local_trans(do_tiles[si]))
                         lse2 = tlx.local_load(step_stats[2 * s])
                         kv_pos = j * BLOCK + tl.arange(0, BLOCK)
