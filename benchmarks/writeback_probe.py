@@ -1,6 +1,7 @@
 """How much of a forward's steady-state time is the write-back of the previous call's output.
 
     python -m benchmarks.writeback_probe [--only SUBSTR[,...]] [--calls N]
+        [--fwd-config FIELD=VALUE[,...]]
 
 Nsight Compute times one launch after flushing L2, so the O rows that launch writes and leaves
 dirty in L2 (up to its 50 MB) reach HBM after the kernel ends and outside its time; the bench's
@@ -17,6 +18,8 @@ schedule build included) with CUDA events, N calls each:
 
 If `back-to-back` sits near `after dirty L2` and above `after clean L2`, the gap between Nsight
 Compute's kernel time and the bench's is the deferred write-back, not the kernel's own pace.
+`--fwd-config` times the forward with those FwdConfig fields replaced (as the bench's
+`--fwd-config`), e.g. the L2 eviction policies, whose point is the `after dirty L2` column.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ import statistics
 
 import torch
 
-from benchmarks.tlx_hopper_bench import build, selected_shapes, settle, shape_params
+from benchmarks.tlx_hopper_bench import (build, override_configs, selected_shapes, settle,
+                                         shape_params)
 from kernels import tlx_hopper
 
 
@@ -86,7 +90,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="PMA", help="comma-separated substrings of shape names")
     ap.add_argument("--calls", type=int, default=50)
+    ap.add_argument("--fwd-config", default="", metavar="FIELD=VALUE[,...]",
+                    help="time the forward with these FwdConfig fields replaced")
     args = ap.parse_args()
+    override_configs(args.fwd_config, "")
     print("| shape | back-to-back ms | after clean L2 ms | after dirty L2 ms |")
     print("|---|--:|--:|--:|")
     for sh in selected_shapes(args.only):
