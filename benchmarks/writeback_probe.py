@@ -19,7 +19,8 @@ schedule build included) with CUDA events, N calls each:
 If `back-to-back` sits near `after dirty L2` and above `after clean L2`, the gap between Nsight
 Compute's kernel time and the bench's is the deferred write-back, not the kernel's own pace.
 `--fwd-config` times the forward with those FwdConfig fields replaced (as the bench's
-`--fwd-config`), e.g. the L2 eviction policies, whose point is the `after dirty L2` column.
+`--fwd-config`): a candidate meant to change what the call pays for L2's state (run 44: the L2
+eviction policies, measured and removed).
 """
 
 from __future__ import annotations

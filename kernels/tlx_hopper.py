@@ -169,13 +169,6 @@ class FwdConfig:
     # producer waiting for free K/V slots (46 % of its samples) while the consumers issue in 40 %
     # of the cycles and DRAM runs at 66 %: the ping-pong tile's latency bounds it
     split_tiles: bool = False
-    # the L2 lines of the K/V blocks the producer loads (evict_first_kv) and of the O slices the
-    # TMA stores write (evict_first_o) are the first evicted (`evict_first`): where each K/V block
-    # is read once per call (broadcast Q, one q-block per head, no GQA) neither has a later reader
-    # in the call, and other lines, such as the previous kernel's dirty output, stay in L2 instead
-    # of being written back during the call. Values unchanged; not yet measured
-    evict_first_kv: bool = False
-    evict_first_o: bool = False
 
     @property
     def block_m(self) -> int:
@@ -450,8 +443,8 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
         RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
-        SPLIT_TILES=cfg.split_tiles, EVICT_KV=cfg.evict_first_kv, EVICT_O=cfg.evict_first_o,
-        num_warps=4, num_stages=1, launch_pdl=cfg.pdl)
+        SPLIT_TILES=cfg.split_tiles, num_warps=4, num_stages=1,
+        launch_pdl=cfg.pdl)
     return out, lse
 
 

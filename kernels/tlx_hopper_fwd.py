@@ -156,13 +156,11 @@ def _wait_o_tile_read(cid: tl.constexpr):
 
 
 @triton.jit
-def _tma_store_o(desc_o, o_buf, o, row, col, EVICT_O: tl.constexpr):
-    """TMA_STORE_O: O slice o staged in o_buf and stored from there to out[row, col] (EVICT_O: its
-    L2 lines the first to go)."""
+def _tma_store_o(desc_o, o_buf, o, row, col):
+    """TMA_STORE_O: O slice o staged in o_buf and stored from there to out[row, col]."""
     tlx.local_store(o_buf, o)
     tlx.fence("async_shared")
-    tlx.async_descriptor_store(desc_o, o_buf, [row, col],
-                               eviction_policy="evict_first" if EVICT_O else "")
+    tlx.async_descriptor_store(desc_o, o_buf, [row, col])
 
 
 @triton.jit
@@ -269,20 +267,16 @@ def _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt, NUM_BUF_KV: tl.con
 
 @triton.jit
 def _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, cnt,
-                   row, col, NUM_BUF_KV: tl.constexpr, KV_BYTES: tl.constexpr,
-                   EVICT_KV: tl.constexpr):
+                   row, col, NUM_BUF_KV: tl.constexpr, KV_BYTES: tl.constexpr):
     """The producer's turn cnt of the K/V ring: K and V rows row.. at column col, each
-    into its slot once the consumers gave it back (EVICT_KV: their L2 lines the first to go)."""
-    policy: tl.constexpr = "evict_first" if EVICT_KV else ""
+    into its slot once the consumers gave it back."""
     kv_idx, kv_phase = _bufidx_phase(cnt, NUM_BUF_KV)
     tlx.barrier_wait(k_empties[kv_idx], kv_phase ^ 1)
     tlx.barrier_expect_bytes(k_fulls[kv_idx], KV_BYTES)
-    tlx.async_descriptor_load(desc_k, k_tiles[kv_idx], [row, col], k_fulls[kv_idx],
-                              eviction_policy=policy)
+    tlx.async_descriptor_load(desc_k, k_tiles[kv_idx], [row, col], k_fulls[kv_idx])
     tlx.barrier_wait(v_empties[kv_idx], kv_phase ^ 1)
     tlx.barrier_expect_bytes(v_fulls[kv_idx], KV_BYTES)
-    tlx.async_descriptor_load(desc_v, v_tiles[kv_idx], [row, col], v_fulls[kv_idx],
-                              eviction_policy=policy)
+    tlx.async_descriptor_load(desc_v, v_tiles[kv_idx], [row, col], v_fulls[kv_idx])
 
 
 @triton.jit
@@ -294,7 +288,7 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                            NUM_BUF_KV: tl.constexpr, TILE_GROUPS: tl.constexpr,
                            CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
                            BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr,
-                           Q_BYTES: tl.constexpr, KV_BYTES: tl.constexpr, EVICT_KV: tl.constexpr):
+                           Q_BYTES: tl.constexpr, KV_BYTES: tl.constexpr):
     """The producer: the CTA's tiles in order, each tile's Q slices (once per
     q-block while it stays resident) and then its K/V blocks."""
     cnt_kv = 0
@@ -332,7 +326,7 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                 for j in range(0, nblk):
                     _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
                                    v_empties, cnt_kv, kv_row0 + lo + j * BLOCK_N, kv_col,
-                                   NUM_BUF_KV, KV_BYTES, EVICT_KV)
+                                   NUM_BUF_KV, KV_BYTES)
                     cnt_kv += 1
         valid, b, h, mb = n_valid, n_b, n_h, n_mb
         q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
@@ -376,14 +370,14 @@ STORE_ROW_ASM = tl.constexpr(
 def _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, row0, out_row0, h, qlen, total_out,
                  tma_o, cid: tl.constexpr, H, HEAD_DIM: tl.constexpr, TMA_STORE_O: tl.constexpr,
                  BROADCAST_Q: tl.constexpr, O_TMA_ONLY: tl.constexpr, FAST_EPILOGUE: tl.constexpr,
-                 ROWS: tl.constexpr, EVICT_O: tl.constexpr):
+                 ROWS: tl.constexpr):
     """Group cid's O slice, query rows row0 .. row0 + ROWS - 1 (broadcast Q: by TMA from the
     group's staging tile when tma_o; self/cross staged theirs in the Q tile already) and its LSE,
     rows < qlen only: the rows past it belong to the next sequence."""
     if TMA_STORE_O and BROADCAST_Q:
         if tma_o:  # in the group's O tile, once its previous store read it
             _wait_o_tile_read(cid)
-            _tma_store_o(desc_o, o_tiles[cid], o, out_row0 + row0, h * HEAD_DIM, EVICT_O)
+            _tma_store_o(desc_o, o_tiles[cid], o, out_row0 + row0, h * HEAD_DIM)
     rows = row0 + tl.arange(0, ROWS)
     row_ok = rows < qlen
     out_rows = (out_row0 + rows).to(tl.int64)
@@ -415,8 +409,7 @@ def jfa_fwd_kernel(
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
-    FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, EVICT_KV: tl.constexpr,
-    EVICT_O: tl.constexpr,
+    FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
     # SPLIT_TILES: a group computes all BLOCK_M rows of its own tiles from one resident Q tile (the
@@ -474,7 +467,7 @@ def jfa_fwd_kernel(
                                    n_prog, tile_entry, n_tiles, B, H, G, NUM_MB, ctas_per_pair,
                                    tile_window, q_off, k_off, q_len, window, HEAD_DIM, BLOCK_M,
                                    BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, TILE_GROUPS, CAUSAL, HAS_WINDOW,
-                                   BROADCAST_Q, RESIDENT, Q_BYTES, KV_BYTES, EVICT_KV)
+                                   BROADCAST_Q, RESIDENT, Q_BYTES, KV_BYTES)
 
         # ---- consumers: QK^T, online softmax, PV, epilogue -------------------------------
         with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=NUM_GROUPS):
@@ -594,12 +587,11 @@ def jfa_fwd_kernel(
                                     if tma_o:  # stage O in the Q tile: its last QK^T was waited on
                                         tlx.fence("async_shared")
                                         _tma_store_o(desc_o, q_buf, o, out_row0 + m0 + ROW_OFF,
-                                                     h * HEAD_DIM, EVICT_O)
+                                                     h * HEAD_DIM)
                                         held_o = 1
                         _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0 + ROW_OFF,
                                      out_row0, h, qlen, total_out, tma_o, cid, H, HEAD_DIM,
-                                     TMA_STORE_O, BROADCAST_Q, O_TMA_ONLY, FAST_EPILOGUE, Q_ROWS,
-                                     EVICT_O)
+                                     TMA_STORE_O, BROADCAST_Q, O_TMA_ONLY, FAST_EPILOGUE, Q_ROWS)
                 valid, b, h, mb = n_valid, n_b, n_h, n_mb
                 q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
                 n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb
