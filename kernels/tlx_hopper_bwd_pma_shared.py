@@ -18,7 +18,9 @@ per batch element (one slot: 3 x 16 KB); K and V per tile.
 Warp roles (a tile = 64 keys; a step = 64 query rows; three steps):
 - producer (default warpgroup): Q once; per batch element its dO tiles and the steps' statistics
   (LSE in base 2, +inf where P must be 0, and delta from the preprocess kernel); per tile K and
-  V, each into a ring of its own.
+  V, each into a ring of its own. An element's first K/V go before its dO, whose one slot frees
+  only once the previous element's last dV read it (the score warpgroups likewise issue the first
+  S^T before waiting for the dO).
 - score warpgroup s (`replicate=3`), per tile: S^T = K Q_s^T and dP^T = V dO_s^T,
   P^T = exp2(S^T*scale*log2e - LSE), dS^T = P^T (dP^T - delta), both to shared memory, and
   dQ_s += dS_s K (the previous tile's, issued after this tile's S^T/dP^T and waited within the
@@ -152,7 +154,7 @@ def jfa_bwd_pma_shared_kernel(
                 if klen > 0:
                     # the first tile's K/V before the wait for the one dO slot, which frees only
                     # once the previous element's last dV read it: they land meanwhile (run 44:
-                    # 0.955-0.975 of the pass's time at fill 0.1 / 0.5)
+                    # 0.955-0.975 of PMA q192 forward+backward's time at fill 0.1 / 0.5)
                     _load_kv_turn(cnt_kv, desc_k, desc_v, kv_row0, kv_row0, h * HEAD_DIM,
                                   k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                   TILE_BYTES, NUM_BUF_K, NUM_BUF_V)
