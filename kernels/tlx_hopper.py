@@ -598,12 +598,21 @@ def fuses_dq(cfg: BwdConfig, head_dim: int, broadcast_q: bool, deterministic: bo
     return cfg.fused_dq and head_dim == 128 and not deterministic
 
 
+def _one_pass_pma_call(broadcast_q: bool, head_dim: int, num_heads: int, num_kv_heads: int,
+                       causal: bool, window: int | None, num_sms: int) -> bool:
+    """What both one-pass broadcast_q backwards need beside their q_len range: D = 128, one query
+    head per KV head, no mask, and a CTA per head at least (their CTAs work for one head each)."""
+    return (broadcast_q and head_dim == 128 and num_heads == num_kv_heads and not causal
+            and window is None and num_heads <= num_sms)
+
+
 def uses_pma_roles(cfg: BwdConfig, head_dim: int, broadcast_q: bool, q_len: int, num_heads: int,
                    num_kv_heads: int, causal: bool, window: int | None, num_sms: int) -> bool:
     """Whether `backward` takes the split-role broadcast_q pass (`BwdConfig.pma_roles`'s conditions:
     its two score warpgroups take one 64-row query step each, its CTAs one head each)."""
-    return (cfg.pma_roles and broadcast_q and head_dim == 128 and 64 < q_len <= 128
-            and num_heads == num_kv_heads and not causal and window is None and num_heads <= num_sms)
+    return (cfg.pma_roles and 64 < q_len <= 128
+            and _one_pass_pma_call(broadcast_q, head_dim, num_heads, num_kv_heads, causal, window,
+                                   num_sms))
 
 
 def uses_pma_shared_roles(cfg: BwdConfig, head_dim: int, broadcast_q: bool, q_len: int,
@@ -612,8 +621,9 @@ def uses_pma_shared_roles(cfg: BwdConfig, head_dim: int, broadcast_q: bool, q_le
     """Whether `backward` takes the shared-role broadcast_q pass (`BwdConfig.pma_shared_roles`'s
     conditions: its three score warpgroups take one 64-row query step each, its CTAs one head
     each)."""
-    return (cfg.pma_shared_roles and broadcast_q and head_dim == 128 and 128 < q_len <= 192
-            and num_heads == num_kv_heads and not causal and window is None and num_heads <= num_sms)
+    return (cfg.pma_shared_roles and 128 < q_len <= 192
+            and _one_pass_pma_call(broadcast_q, head_dim, num_heads, num_kv_heads, causal, window,
+                                   num_sms))
 
 
 PMA_Q_BLOCK = 128  # the split-role pass's q-block (its schedule is the forward's resident one)
