@@ -87,10 +87,14 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len):
                  LAZY_RESCALE=cfg.lazy_rescale,
                  RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
                  SPLIT_TILES=cfg.split_tiles)
-    for k in const:
-        sig[k] = "constexpr"
-    src = triton.compiler.ASTSource(fn=jfa_fwd_kernel, signature=sig, constexprs=const,
-                                    attrs=_pointer_attrs(jfa_fwd_kernel, sig))
+    return _compile(jfa_fwd_kernel, sig, const)
+
+
+def _compile(fn, sig: dict, const: dict):
+    """fn compiled for sm_90 with its runtime arguments typed by sig and the constexprs const (4
+    warps per group, as the launchers)."""
+    sig.update({k: "constexpr" for k in const})
+    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const, attrs=_pointer_attrs(fn, sig))
     return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1))
 
 
@@ -144,40 +148,28 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
     cfg = dataclasses.replace(bwd_config(d, bcast, q_len, num_heads=4, num_sms=132), **(overrides or {}))
     sig = {"desc_q": _tdesc(dt, 64, d), "desc_do": _tdesc(dt, 64, d), "desc_k": _tdesc(dt, 64, d),
            "desc_v": _tdesc(dt, 64, d)}
-    if kern == "pma":
-        from kernels.tlx_hopper_bwd_pma import jfa_bwd_pma_kernel
+    if kern in ("pma", "pma_shared"):  # the one-pass broadcast_q backwards
+        if kern == "pma":
+            from kernels.tlx_hopper_bwd_pma import jfa_bwd_pma_kernel as fn
 
-        fn = jfa_bwd_pma_kernel
-        sig.update({"desc_dk": _tdesc(dt, 64, d),
-                    "desc_part": _tdesc("fp32", 64, d), "desc_o": _tdesc(dt, 64, d),
-                    "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}",
-                    "lse_ptr": "*fp32",
+            sig.update({"desc_dk": _tdesc(dt, 64, d), "desc_part": _tdesc("fp32", 64, d),
+                        "desc_o": _tdesc(dt, 64, d)})
+            const = dict(HEAD_DIM=d, NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v,
+                         NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs,
+                         GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
+                         DK_STAGE=cfg.pma_dk_stage, SPLIT_PS=cfg.pma_split_ps,
+                         DK_EARLY=cfg.pma_dk_early, DV_IN_DK_STAGE=cfg.pma_dv_in_dk_stage)
+        else:
+            from kernels.tlx_hopper_bwd_pma_shared import jfa_bwd_pma_shared_kernel as fn
+
+            _check_config(cfg, d)
+            sig.update({"desc_dk": _tdesc(dt, 64, d), "desc_dv": _tdesc(dt, 64, d),
+                        "desc_part": _tdesc("fp32", 64, d)})
+            const = dict(HEAD_DIM=d, NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v)
+        sig.update({"dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}", "lse_ptr": "*fp32",
                     "delta_ptr": "*fp32", "k_off": "*i32", "tile_entry": "*i64", "n_entries": "*i32",
                     "sm_scale": "fp32", "B": "i32", "H": "i32", "q_len": "i32", "total_out": "i32"})
-        const = dict(HEAD_DIM=d, NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v,
-                     NUM_BUF_PS=cfg.pma_buf_ps, SCORE_REGS=cfg.pma_score_regs,
-                     GRAD_REGS=cfg.pma_grad_regs, FOLD_DELTA=cfg.pma_fold_delta,
-                     DK_STAGE=cfg.pma_dk_stage, SPLIT_PS=cfg.pma_split_ps,
-                     DK_EARLY=cfg.pma_dk_early, DV_IN_DK_STAGE=cfg.pma_dv_in_dk_stage)
-        sig.update({k: "constexpr" for k in const})
-        src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const,
-                                        attrs=_pointer_attrs(fn, sig))
-        return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1))
-    if kern == "pma_shared":
-        from kernels.tlx_hopper_bwd_pma_shared import jfa_bwd_pma_shared_kernel
-
-        fn = jfa_bwd_pma_shared_kernel
-        _check_config(cfg, d)
-        sig.update({"desc_dk": _tdesc(dt, 64, d), "desc_dv": _tdesc(dt, 64, d),
-                    "desc_part": _tdesc("fp32", 64, d), "dk_ptr": f"*{dt}", "dv_ptr": f"*{dt}",
-                    "lse_ptr": "*fp32",
-                    "delta_ptr": "*fp32", "k_off": "*i32", "tile_entry": "*i64", "n_entries": "*i32",
-                    "sm_scale": "fp32", "B": "i32", "H": "i32", "q_len": "i32", "total_out": "i32"})
-        const = dict(HEAD_DIM=d, NUM_BUF_K=cfg.pma_buf_k, NUM_BUF_V=cfg.pma_buf_v)
-        sig.update({k: "constexpr" for k in const})
-        src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const,
-                                        attrs=_pointer_attrs(fn, sig))
-        return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1))
+        return _compile(fn, sig, const)
     if kern == "dkdv":
         fn = jfa_bwd_dkdv_kernel
         sig.update({"desc_dk": _tdesc(dt, 64, d), "desc_dv": _tdesc(dt, 64, d),
@@ -202,9 +194,7 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
     sig.update({"lse_ptr": "*fp32", "delta_ptr": "*fp32", "q_off": "*i32", "k_off": "*i32",
                 "tile_entry": "*i64", "n_entries": "*i32", "sm_scale": "fp32"})
     sig.update({k: "i32" for k in ints})
-    sig.update({k: "constexpr" for k in const})
-    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const, attrs=_pointer_attrs(fn, sig))
-    return triton.compile(src, target=TARGET, options=dict(num_warps=4, num_stages=1))
+    return _compile(fn, sig, const)
 
 
 def report(name, k, dump=None):
