@@ -15,7 +15,10 @@ orders a persistent forward could read them:
   resident schedule approximates: its CTAs of different heads walk the same element order);
 - `head-major`: one program per (head, batch element), the programs running together read one
   head's 256 B slice of many elements' rows;
-- `elem-all-heads`: one program per batch element reading every head of its rows.
+- `elem-all-heads`: one program per batch element reading every head of its rows;
+- `chunks of one head, 64 rows` / `chunks of all heads, 16 rows` (H = 4): one program per (element,
+  head, 64 rows) or per (element, 16 rows), the same 16 KB of K and of V (and of O) each, as 256 B
+  slices or as whole 1 KB rows: the access pattern's cost at equal parallelism.
 
 Each order is timed reading only, and reading plus writing O (`+O`). Beside them, the TLX forward
 on the same inputs, its bytes counted as the bench counts them. TB/s = bytes / median time.
@@ -87,6 +90,36 @@ def _jagged_read_kernel(k_ptr, v_ptr, k_off, o_ptr, sink_ptr, B, q_len,
         tl.store(sink_ptr + pid, tl.sum(acc, 0))
 
 
+@triton.jit
+def _chunk_kernel(k_ptr, v_ptr, k_off, o_ptr, sink_ptr, q_len, n_chunks, H: tl.constexpr,
+                  HEADS: tl.constexpr, D: tl.constexpr, ROWS: tl.constexpr, WRITE_O: tl.constexpr):
+    """One program per (element, group of HEADS heads, chunk of ROWS rows), chunks fastest: the
+    [ROWS, HEADS * D] stretch of K and V (HEADS * D contiguous elements per row) and, with WRITE_O,
+    the same stretch of O's rows; ROWS * HEADS fixed, so every program moves the same bytes."""
+    pid = tl.program_id(0)
+    n_groups: tl.constexpr = H // HEADS
+    c = pid % n_chunks
+    hg = (pid // n_chunks) % n_groups
+    b = pid // (n_chunks * n_groups)
+    start, n = sequence_bounds(k_off, b)
+    pos = c * ROWS + tl.arange(0, ROWS)
+    cols = hg * HEADS * D + tl.arange(0, HEADS * D)
+    acc = tl.zeros([HEADS * D], dtype=tl.float32)
+    if c * ROWS < n:
+        offs = (start + pos)[:, None].to(tl.int64) * (H * D) + cols[None, :]
+        m = (pos < n)[:, None]
+        kk = tl.load(k_ptr + offs, mask=m, other=0).to(tl.float32)
+        vv = tl.load(v_ptr + offs, mask=m, other=0).to(tl.float32)
+        acc = tl.sum(tl.abs(kk) + tl.abs(vv), 0)
+    if WRITE_O:
+        if c * ROWS < q_len:
+            o = (tl.zeros([ROWS, HEADS * D], dtype=tl.float32) + acc[None, :]).to(o_ptr.dtype.element_ty)
+            rows = b.to(tl.int64) * q_len + pos
+            tl.store(o_ptr + rows[:, None] * (H * D) + cols[None, :], o, mask=(pos < q_len)[:, None])
+    else:
+        tl.store(sink_ptr + pid, tl.sum(acc, 0))
+
+
 def _time(fn) -> float:
     settle(fn)
     return triton.testing.do_bench(fn, warmup=25, rep=200)
@@ -128,6 +161,25 @@ def probe(sh: dict) -> list[tuple[str, float, float]]:
                 fn()
                 torch.testing.assert_close(sink.sum(), want, rtol=1e-4, atol=0)
             nbytes = kv_bytes + (o_bytes if write_o else 0)
+            rows.append((name + (" +O" if write_o else ""), _time(fn), nbytes))
+
+    # the same bytes per program, as 256 B slices of one head or as whole rows of every head: what
+    # the access pattern alone costs (session 43)
+    longest = int((k_off[1:] - k_off[:-1]).max())
+    for heads, rows_per in ((1, 64), (H, 64 // H)):
+        n_chunks = triton.cdiv(max(longest, q_len), rows_per)
+        chunk_sink = torch.zeros(B * (H // heads) * n_chunks, device="cuda")
+        for write_o in (False, True):
+            def fn(heads=heads, rows_per=rows_per, n_chunks=n_chunks, write_o=write_o):
+                _chunk_kernel[(chunk_sink.numel(),)](
+                    k, v, k_off, out, chunk_sink, q_len, n_chunks, H=H, HEADS=heads, D=D,
+                    ROWS=rows_per, WRITE_O=write_o, num_warps=4)
+
+            if not write_o:
+                fn()
+                torch.testing.assert_close(chunk_sink.sum(), want, rtol=1e-4, atol=0)
+            nbytes = kv_bytes + (o_bytes if write_o else 0)
+            name = f"chunks of {'one head' if heads == 1 else 'all heads'}, {rows_per} rows"
             rows.append((name + (" +O" if write_o else ""), _time(fn), nbytes))
 
     from kernels import tlx_hopper

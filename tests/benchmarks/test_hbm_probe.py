@@ -5,7 +5,7 @@ import pytest
 import torch
 import triton
 
-from benchmarks.hbm_probe import _flat_read_kernel, _jagged_read_kernel
+from benchmarks.hbm_probe import _chunk_kernel, _flat_read_kernel, _jagged_read_kernel
 from kernels.triton_common import INTERPRETER
 
 pytestmark = pytest.mark.skipif(not INTERPRETER, reason="runs the kernels in Triton's interpreter")
@@ -60,3 +60,25 @@ def test_flat_read_covers_every_element() -> None:
     sink = torch.zeros(triton.cdiv(n, block))
     _flat_read_kernel[(triton.cdiv(n, block),)](k, v, n, sink, BLOCK=block)
     torch.testing.assert_close(sink.sum(), _abs_sum(k) + _abs_sum(v), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("heads, rows_per", ((1, 4), (4, 2)))
+def test_chunk_programs_read_their_stretch_and_write_o(heads: int, rows_per: int) -> None:
+    lens, off, k, v, out, q_len = _inputs(H=4, q_len=6)  # 6: O's last chunk straddles q_len
+    B, H, D = len(lens), k.shape[1], k.shape[2]
+    n_chunks = triton.cdiv(max(int(lens.max()), q_len), rows_per)
+    groups = H // heads
+    sink = torch.full((B * groups * n_chunks,), float("nan"))
+    _chunk_kernel[(sink.numel(),)](k, v, off, out, sink, q_len, n_chunks, H=H, HEADS=heads, D=D,
+                                   ROWS=rows_per, WRITE_O=False)
+    torch.testing.assert_close(sink.sum(), _abs_sum(k) + _abs_sum(v), rtol=1e-5, atol=1e-5)
+    for pid in range(sink.numel()):
+        c, hg, b = pid % n_chunks, (pid // n_chunks) % groups, pid // (n_chunks * groups)
+        lo = int(off[b]) + min(c * rows_per, int(lens[b]))
+        hi = int(off[b]) + min((c + 1) * rows_per, int(lens[b]))
+        heads_of = slice(hg * heads, (hg + 1) * heads)
+        want = _abs_sum(k[lo:hi, heads_of]) + _abs_sum(v[lo:hi, heads_of])
+        torch.testing.assert_close(sink[pid], want, rtol=1e-5, atol=1e-5)
+    _chunk_kernel[(sink.numel(),)](k, v, off, out, sink, q_len, n_chunks, H=H, HEADS=heads, D=D,
+                                   ROWS=rows_per, WRITE_O=True)
+    assert not out.isnan().any()  # every O row of every head written, none past q_len (no error)
