@@ -69,7 +69,7 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len):
     from kernels.tlx_hopper import o_by_tma_only
     from kernels.tlx_hopper_fwd import jfa_fwd_kernel
 
-    q_box = cfg.q_rows  # as the launcher's descriptors
+    q_box = cfg.block_m if cfg.split_tiles else 64  # as the launcher's descriptors
     sig = {
         "desc_q": _tdesc(dt, q_box, d), "desc_k": _tdesc(dt, cfg.block_n, d),
         "desc_v": _tdesc(dt, cfg.block_n, d), "desc_o": _tdesc(dt, q_box, d), "out_ptr": f"*{dt}",
@@ -86,8 +86,7 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len):
                  O_TMA_ONLY=o_by_tma_only(cfg, bcast, q_len), WARP_ARRIVE=cfg.warp_arrive,
                  LAZY_RESCALE=cfg.lazy_rescale,
                  RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
-                 SPLIT_TILES=cfg.split_tiles, SPLIT_GROUPS=cfg.split_groups,
-                 SPLIT_SLICES=cfg.split_slices)
+                 SPLIT_TILES=cfg.split_tiles)
     return _compile(jfa_fwd_kernel, sig, const)
 
 

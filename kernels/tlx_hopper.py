@@ -169,22 +169,10 @@ class FwdConfig:
     # producer waiting for free K/V slots (46 % of its samples) while the consumers issue in 40 %
     # of the cycles and DRAM runs at 66 %: the ping-pong tile's latency bounds it
     split_tiles: bool = False
-    # with split_tiles: the consumer warpgroups, and the slices a tile's rows are cut into, each
-    # computed whole by one group (slice s of the CTA's tile stream by group s % split_groups).
-    # 2 and 1: two groups of whole 128-row tiles (the register file holds two 128-row accumulators);
-    # 3 and 2: three groups of 64-row slices (160 registers each), half again as many warps to hide
-    # the per-block latency that bounds the split tile
-    split_groups: int = 2
-    split_slices: int = 1
 
     @property
     def block_m(self) -> int:
         return 64 * self.num_groups
-
-    @property
-    def q_rows(self) -> int:
-        """Query rows of one consumer group's Q and O tiles (its TMA boxes)."""
-        return self.block_m // self.split_slices if self.split_tiles else 64
 
 
 # mean keys per sequence from which broadcast Q (q_len <= 128, D = 128) takes 128-key blocks
@@ -437,7 +425,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
     ctas_per_pair = n_prog // pairs if resident else 1
     if resident:
         n_prog = pairs * ctas_per_pair
-    q_box = cfg.q_rows
+    q_box = cfg.block_m if cfg.split_tiles else 64  # rows of a consumer's Q and O tiles
     desc_q = _descriptor(query, query.shape[0], q_box)
     desc_k = _descriptor(key, key.shape[0], cfg.block_n)
     desc_v = _descriptor(value, value.shape[0], cfg.block_n)
@@ -455,8 +443,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
         RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
-        SPLIT_TILES=cfg.split_tiles, SPLIT_GROUPS=cfg.split_groups, SPLIT_SLICES=cfg.split_slices,
-        num_warps=4, num_stages=1,
+        SPLIT_TILES=cfg.split_tiles, num_warps=4, num_stages=1,
         launch_pdl=cfg.pdl)
     return out, lse
 
@@ -478,34 +465,12 @@ def split_tiles_refusal(cfg: FwdConfig, broadcast: bool, q_len: int, pairs: int,
         return "needs no causal or window mask"
     if not cfg.tma_store_o:
         return "needs tma_store_o"
-    if (cfg.split_groups, cfg.split_slices) not in ((2, 1), (3, 2)):
-        # two groups of whole 128-row tiles, or three of 64-row slices: the register file holds
-        # two 128-row accumulators (232 registers a group) or three 64-row ones (160)
-        return (f"needs split_groups, split_slices 2, 1 or 3, 2, got {cfg.split_groups}, "
-                f"{cfg.split_slices}")
-    left = producer_registers(cfg.split_groups, cfg.consumer_regs)
-    if left < MIN_TASK_REGISTERS:
-        return (f"needs consumer_regs that leave the producer {MIN_TASK_REGISTERS} registers, got "
-                f"{cfg.consumer_regs} (leaving {left} beside {cfg.split_groups} groups)")
     if cfg.block_n != 32 or cfg.late_p_cast:
         # a group's [block_m, block_n] scores beside its [block_m, D] accumulator: 64-key blocks
         # spill 228-265 words, fp32 probabilities across the next QK^T 41-47 (sm_90 compile check)
         return (f"needs block_n == 32 and late_p_cast off (more spills registers), got block_n "
                 f"{cfg.block_n}, late_p_cast {cfg.late_p_cast}")
     return None
-
-
-SM_REGISTERS = 65536
-MIN_TASK_REGISTERS = 24  # setmaxnreg's least per thread
-
-
-def producer_registers(groups: int, consumer_regs: int) -> int:
-    """Registers per thread that TLX leaves the producer warpgroup beside `groups` consumer
-    warpgroups of consumer_regs each: the launch's per-thread share (the register file over all
-    warpgroups, a multiple of 8) over every warpgroup, less the consumers' (below
-    MIN_TASK_REGISTERS it compiles no setmaxnreg at all and the consumers spill)."""
-    launch = SM_REGISTERS // ((groups + 1) * 128) // 8 * 8
-    return (groups + 1) * launch - groups * consumer_regs
 
 
 def triton_cdiv(a: int, b: int) -> int:

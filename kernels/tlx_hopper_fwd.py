@@ -409,20 +409,16 @@ def jfa_fwd_kernel(
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
-    FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, SPLIT_GROUPS: tl.constexpr,
-    SPLIT_SLICES: tl.constexpr,
+    FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
-    # SPLIT_TILES: SPLIT_GROUPS consumer groups, each computing whole slices of BLOCK_M /
-    # SPLIT_SLICES rows from one resident Q tile, no ping-pong (the launcher's conditions: broadcast
-    # Q, resident, q_len == BLOCK_M, no mask, O by TMA only)
+    # SPLIT_TILES: a group computes all BLOCK_M rows of its own tiles from one resident Q tile (the
+    # launcher's conditions: broadcast Q, resident, q_len == BLOCK_M, no mask, O by TMA only)
     tl.static_assert(not SPLIT_TILES or (BROADCAST_Q and RESIDENT and O_TMA_ONLY and not CAUSAL
                                          and not HAS_WINDOW))
-    # slices per tile, each a consumer group's: its Q tiles per q-block and the readers of each
-    # K/V block
-    TILE_GROUPS: tl.constexpr = SPLIT_SLICES if SPLIT_TILES else NUM_GROUPS
-    CONSUMERS: tl.constexpr = SPLIT_GROUPS if SPLIT_TILES else NUM_GROUPS
-    Q_ROWS: tl.constexpr = BLOCK_M // TILE_GROUPS  # query rows per group and tile
+    Q_ROWS: tl.constexpr = BLOCK_M if SPLIT_TILES else BM_SPLIT  # query rows per group and tile
+    # consumer groups sharing a tile: its Q tiles per q-block and the readers of each K/V block
+    TILE_GROUPS: tl.constexpr = 1 if SPLIT_TILES else NUM_GROUPS
     dtype: tl.constexpr = tlx.dtype_of(desc_k)
     ELEM_BYTES: tl.constexpr = tlx.size_of(dtype)
     Q_BYTES: tl.constexpr = ELEM_BYTES * Q_ROWS * HEAD_DIM
@@ -456,7 +452,7 @@ def jfa_fwd_kernel(
     # (its relayout took 16 KB of shared memory scratch, and the q192 build spilled)
     tl.static_assert(not O_TMA_ONLY or (TMA_STORE_O and BROADCAST_Q))
     if TMA_STORE_O and BROADCAST_Q:
-        o_tiles = tlx.local_alloc((Q_ROWS, HEAD_DIM), dtype, CONSUMERS)
+        o_tiles = tlx.local_alloc((Q_ROWS, HEAD_DIM), dtype, NUM_GROUPS)
     else:
         o_tiles = q_tiles  # not used
     wait_for_previous_kernel(PDL)
@@ -474,12 +470,12 @@ def jfa_fwd_kernel(
                                    BROADCAST_Q, RESIDENT, Q_BYTES, KV_BYTES)
 
         # ---- consumers: QK^T, online softmax, PV, epilogue -------------------------------
-        with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=CONSUMERS):
+        with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=NUM_GROUPS):
             cid: tl.constexpr = tlx.async_task_replica_id()
-            # SPLIT_TILES: slice s of the CTA's tile stream (tile s // TILE_GROUPS, its rows
-            # s % TILE_GROUPS) is group s % CONSUMERS's, so a group's slice of tile it, if any, is
-            # the one with s = cid (mod CONSUMERS); without, every group has slice cid of every tile
-            slice_k = 0 if SPLIT_TILES else cid
+            # this group's first query row in a tile and its Q slots (SPLIT_TILES: the whole tile,
+            # from the one resident Q tile)
+            ROW_OFF: tl.constexpr = 0 if SPLIT_TILES else cid * BM_SPLIT
+            Q_SLOT0: tl.constexpr = 0 if SPLIT_TILES else cid * NUM_BUF_Q
             qk_scale = sm_scale * 1.4426950408889634  # scores in base 2
             cnt_kv = 0
             cnt_q = 0
@@ -502,21 +498,16 @@ def jfa_fwd_kernel(
                     m0 = mb * BLOCK_M
                     lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW,
                                               BLOCK_M, BLOCK_N)
-                    theirs = False  # SPLIT_TILES: no slice of this tile is ours
+                    theirs = False  # SPLIT_TILES: the other group's tile (else a compile-time False)
                     if SPLIT_TILES:
-                        if TILE_GROUPS == 1:
-                            theirs = it % CONSUMERS != cid
-                        else:  # s = it * TILE_GROUPS + slice_k, taken mod CONSUMERS without a sign
-                            slice_k = (cid + it * ((CONSUMERS - 1) * TILE_GROUPS)) % CONSUMERS
-                            theirs = slice_k >= TILE_GROUPS
+                        theirs = it % NUM_GROUPS != cid
                     if theirs:  # its K/V blocks pass by in the ring: step the counter over them
                         cnt_kv += nblk
                     else:
-                        row_off = slice_k * Q_ROWS  # this group's first query row in the tile
-                        rows = m0 + row_off + tl.arange(0, Q_ROWS)
+                        rows = m0 + ROW_OFF + tl.arange(0, Q_ROWS)
                         o = tl.zeros([Q_ROWS, HEAD_DIM], dtype=dtype)  # rows that see no key
                         if O_TMA_ONLY:  # a whole slice inside the sequence, or none of it
-                            tma_o = m0 + row_off < qlen
+                            tma_o = m0 + ROW_OFF < qlen
                         elif TMA_STORE_O:  # this group's O slice leaves by TMA store
                             tma_o = (nblk > 0) & (m0 + (cid + 1) * BM_SPLIT <= qlen)
                         else:
@@ -527,18 +518,17 @@ def jfa_fwd_kernel(
                             release = -1  # the previous Q slot, once no longer needed
                             if q_key != last_q:
                                 if cnt_q > 0:
-                                    release = slice_k * NUM_BUF_Q + (cnt_q - 1) % NUM_BUF_Q
+                                    release = Q_SLOT0 + (cnt_q - 1) % NUM_BUF_Q
                                     if not O_IN_Q:
                                         tlx.barrier_arrive(q_empties[release], 1)
                                 cnt_q += 1
                                 last_q = q_key
                             q_idx, q_phase = _bufidx_phase(cnt_q - 1, NUM_BUF_Q)
-                            q_slot = slice_k * NUM_BUF_Q + q_idx
-                            q_buf = q_tiles[q_slot]
-                            tlx.barrier_wait(q_fulls[q_slot], q_phase)
+                            q_buf = q_tiles[Q_SLOT0 + q_idx]
+                            tlx.barrier_wait(q_fulls[Q_SLOT0 + q_idx], q_phase)
                             idle = False  # a compile-time False unless enabled: no branch at all
                             if SKIP_IDLE_GROUPS:
-                                idle = m0 + row_off >= qlen
+                                idle = m0 + ROW_OFF >= qlen
                             if idle:
                                 # every row of this group lies past qlen (the last q-block of a
                                 # sequence): keep the K/V rings' and the ping-pong's protocol with the
@@ -596,10 +586,10 @@ def jfa_fwd_kernel(
                                 if O_IN_Q:
                                     if tma_o:  # stage O in the Q tile: its last QK^T was waited on
                                         tlx.fence("async_shared")
-                                        _tma_store_o(desc_o, q_buf, o, out_row0 + m0 + row_off,
+                                        _tma_store_o(desc_o, q_buf, o, out_row0 + m0 + ROW_OFF,
                                                      h * HEAD_DIM)
                                         held_o = 1
-                        _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0 + row_off,
+                        _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0 + ROW_OFF,
                                      out_row0, h, qlen, total_out, tma_o, cid, H, HEAD_DIM,
                                      TMA_STORE_O, BROADCAST_Q, O_TMA_ONLY, FAST_EPILOGUE, Q_ROWS)
                 valid, b, h, mb = n_valid, n_b, n_h, n_mb

@@ -737,34 +737,6 @@ def test_split_tiles_changes_no_value(case):
     assert torch.equal(out, out_p) and torch.equal(lse, lse_p)
 
 
-# three consumer groups of 64-row slices instead of two of whole tiles (`FwdConfig.split_slices`)
-SPLIT_SLICES = {"split_groups": 3, "split_slices": 2, "consumer_regs": 160}
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", split_tiles_cases(), ids=lambda c: c.name)
-def test_split_slices_change_no_value(case):
-    """Split tiles cut into 64-row slices over three groups (slice s of a CTA's tile stream by
-    group s % 3, so a group alternates between the tile's halves and skips every third tile)
-    against the reference, and bit-identical with two groups of whole tiles: every row sees the
-    same wgmma and softmax sequence."""
-    from kernels import tlx_hopper
-
-    inputs = make_inputs(case, zlib.crc32(case.name.encode()))
-    res = check_forward(case, inputs=inputs, overrides={**SPLIT_TILES, **SPLIT_SLICES})
-    assert res["ok"], res
-    q, k, v, q_off, k_off, _, _ = inputs
-    params = _params(case, 1 / math.sqrt(case.d))
-    with persistent_grid(case.grid):
-        default = tlx_hopper.call_fwd_config(q, k, k_off, params)
-        assert default.split_tiles and default.split_slices == 1
-        sliced = dataclasses.replace(default, **SPLIT_SLICES)
-        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
-        out_s, lse_s = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=sliced)
-    assert torch.equal(out, out_s) and torch.equal(lse, lse_s)
-
-
 @pytest.mark.gpu
 def test_split_tiles_refuses_a_call_it_cannot_run():
     """A mask (here causal) is refused with the rule, not computed without it."""

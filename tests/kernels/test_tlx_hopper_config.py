@@ -7,7 +7,7 @@ import torch
 
 from kernels.common import JFAParams
 from kernels.tlx_hopper import (BwdConfig, _descriptor, bwd_config, fuses_dq, fwd_config,
-                                o_by_tma_only, producer_registers, split_tiles_refusal, tile_window_for,
+                                o_by_tma_only, split_tiles_refusal, tile_window_for,
                                 uses_pma_roles, uses_pma_shared_roles, with_split_tiles)
 
 H200_L2 = 50 * 2**20
@@ -370,17 +370,6 @@ _PLAIN = JFAParams(max_seq_len_q=128, max_seq_len_kv=100, sm_scale=None, broadca
 
 def test_split_tiles_runs_the_short_key_pma_q128_tile():
     assert split_tiles_refusal(_split_tiles_config(), True, 128, 4, 132, _PLAIN) is None
-    sliced = _split_tiles_config(split_groups=3, split_slices=2, consumer_regs=160)
-    assert split_tiles_refusal(sliced, True, 128, 4, 132, _PLAIN) is None
-    assert (_split_tiles_config().q_rows, sliced.q_rows, fwd_config(128, True, 128).q_rows) == (128, 64, 64)
-
-
-@pytest.mark.parametrize("groups, regs, left", [(2, 232, 40), (3, 160, 32), (3, 168, 8), (4, 120, 0),
-                                                (4, 112, 32)])
-def test_producer_registers(groups, regs, left):
-    # the sm_90 compile check: 2 x 232 and 3 x 160 compile setmaxnreg; 4 x 120 none (and spills),
-    # 4 x 112 does
-    assert producer_registers(groups, regs) == left
 
 
 @pytest.mark.parametrize("cfg, broadcast, q_len, pairs, n_prog, params, rule", [
@@ -394,12 +383,6 @@ def test_producer_registers(groups, regs, left):
     (_split_tiles_config(late_p_cast=True), True, 128, 4, 132, _PLAIN, "late_p_cast off"),
     (dataclasses.replace(fwd_config(128, True, 192, short_kv=True), split_tiles=True), True, 192, 3,
      132, _PLAIN, "num_groups == 2, got 3"),
-    (_split_tiles_config(split_groups=3), True, 128, 4, 132, _PLAIN,
-     "needs split_groups, split_slices 2, 1 or 3, 2, got 3, 1"),
-    (_split_tiles_config(split_groups=4, split_slices=2, consumer_regs=112), True, 128, 4, 132, _PLAIN,
-     "got 4, 2"),
-    (_split_tiles_config(split_groups=3, split_slices=2), True, 128, 4, 132, _PLAIN,
-     "consumer_regs that leave the producer 24 registers, got 232 (leaving -184 beside 3 groups)"),
 ])
 def test_split_tiles_refusal_names_the_rule(cfg, broadcast, q_len, pairs, n_prog, params, rule):
     assert rule in split_tiles_refusal(cfg, broadcast, q_len, pairs, n_prog, params)
