@@ -169,6 +169,12 @@ class FwdConfig:
     # producer waiting for free K/V slots (46 % of its samples) while the consumers issue in 40 %
     # of the cycles and DRAM runs at 66 %: the ping-pong tile's latency bounds it
     split_tiles: bool = False
+    # with split_tiles, Hq == Hkv even: a tile is a batch element's q-block of two adjacent heads,
+    # one per consumer group, and the producer requests both heads' K/V rows together (512
+    # contiguous bytes of each row instead of one head's 256, the reads the resident schedule
+    # otherwise issues from different SMs at different times). Both heads' Q tiles stay resident
+    # and each ring slot holds both heads' blocks: num_buf_kv <= 3 fits the shared memory
+    head_pairs: bool = False
 
     @property
     def block_m(self) -> int:
@@ -416,7 +422,11 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         query_offset, key_offset, B, q_len, num_mb, window, bool(params.causal), broadcast,
         cfg.block_m, cfg.block_n, launch_dependents=cfg.pdl)
     n_prog = GRID_OVERRIDE or _num_sms(query.device.index or 0)
-    pairs = hq * num_mb
+    if cfg.head_pairs:
+        reason = head_pairs_refusal(cfg, hq, hkv)
+        if reason is not None:
+            raise ValueError(f"tlx FwdConfig: head_pairs {reason}")
+    pairs = (hq // 2 if cfg.head_pairs else hq) * num_mb  # the schedule's (heads, q-block) pairs
     resident = broadcast and pairs <= n_prog
     if cfg.split_tiles:
         reason = split_tiles_refusal(cfg, broadcast, q_len, pairs, n_prog, params)
@@ -443,7 +453,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
         RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
-        SPLIT_TILES=cfg.split_tiles, num_warps=4, num_stages=1,
+        SPLIT_TILES=cfg.split_tiles, HEAD_PAIRS=cfg.head_pairs, num_warps=4, num_stages=1,
         launch_pdl=cfg.pdl)
     return out, lse
 
@@ -470,6 +480,19 @@ def split_tiles_refusal(cfg: FwdConfig, broadcast: bool, q_len: int, pairs: int,
         # spill 228-265 words, fp32 probabilities across the next QK^T 41-47 (sm_90 compile check)
         return (f"needs block_n == 32 and late_p_cast off (more spills registers), got block_n "
                 f"{cfg.block_n}, late_p_cast {cfg.late_p_cast}")
+    return None
+
+
+def head_pairs_refusal(cfg: FwdConfig, hq: int, hkv: int) -> str | None:
+    """None where `FwdConfig.head_pairs` can run a call with hq query and hkv key heads, else what
+    it needs (split_tiles' own rules are checked beside it)."""
+    if not cfg.split_tiles:
+        return "needs split_tiles"
+    if hq != hkv or hq % 2:
+        return f"needs as many key heads as query heads, an even number, got {hq} and {hkv}"
+    if cfg.num_buf_kv > 3:
+        # two resident Q tiles (64 KB), two O staging tiles (64 KB) and 32 KB per slot: 227 KB
+        return f"needs num_buf_kv <= 3 (shared memory), got {cfg.num_buf_kv}"
     return None
 
 

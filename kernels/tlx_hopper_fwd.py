@@ -185,14 +185,14 @@ def _rescale(acc, alpha, LAZY_RESCALE: tl.constexpr):
 
 @triton.jit
 def _issue_qk(q_buf, k_tiles, k_fulls, cnt, cid: tl.constexpr, NUM_GROUPS: tl.constexpr,
-              NUM_BUF_KV: tl.constexpr, PINGPONG: tl.constexpr):
+              NUM_BUF_KV: tl.constexpr, PINGPONG: tl.constexpr, KV_SLOT0: tl.constexpr):
     """(QK^T in flight, its K slot) of K/V ring turn cnt, issued once K landed (PINGPONG: in this
-    group's turn)."""
+    group's turn); the group's K tiles start at KV_SLOT0 (HEAD_PAIRS: its head's)."""
     k_idx, k_phase = _bufidx_phase(cnt, NUM_BUF_KV)
     tlx.barrier_wait(k_fulls[k_idx], k_phase)
     if PINGPONG:
         _pingpong_enter(cid, NUM_GROUPS)
-    qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
+    qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[KV_SLOT0 + k_idx]))
     if PINGPONG:
         _pingpong_leave(cid, NUM_GROUPS)
     return qk, k_idx
@@ -204,19 +204,21 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
                       cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
                       CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, MASK: tl.constexpr,
                       BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
-                      LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr, PINGPONG: tl.constexpr):
+                      LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr, PINGPONG: tl.constexpr,
+                      KV_SLOT0: tl.constexpr):
     """Steady state: QK^T of block cnt overlapped with PV of block cnt-1 (p holds its probs: in
     the MMA dtype, or fp32 with LATE_P_CAST, cast only once this block's QK^T is issued, so the
     cast runs beside the tensor core instead of before the issue, as the TLX tutorial does).
     Returns (acc, p, m_i, l_i, cnt + 1). The PV is waited for within the step: an accumulator in
     flight across a loop iteration makes ptxas serialise every wgmma (C7514, session 40), and
     unrolled chains that wait later (`pv_chain`, run 42) were slower."""
-    qk, k_idx = _issue_qk(q_buf, k_tiles, k_fulls, cnt, cid, NUM_GROUPS, NUM_BUF_KV, PINGPONG)
+    qk, k_idx = _issue_qk(q_buf, k_tiles, k_fulls, cnt, cid, NUM_GROUPS, NUM_BUF_KV, PINGPONG,
+                          KV_SLOT0)
     if LATE_P_CAST:
         p = p.to(dtype)
     v_idx, v_phase = _bufidx_phase(cnt - 1, NUM_BUF_KV)
     tlx.barrier_wait(v_fulls[v_idx], v_phase)
-    acc = tlx.async_dot(p, v_tiles[v_idx], acc)
+    acc = tlx.async_dot(p, v_tiles[KV_SLOT0 + v_idx], acc)
     qk = tlx.async_dot_wait(1, qk)
     tlx.barrier_arrive(k_empties[k_idx], 1)
     p, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window,
@@ -234,12 +236,13 @@ def _first_block(q_buf, k_tiles, k_fulls, k_empties, cnt, first_full, start_n, r
                  qk_scale, cid: tl.constexpr, NUM_GROUPS: tl.constexpr,
                  NUM_BUF_KV: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
                  BLOCK_N: tl.constexpr, LAZY_RESCALE: tl.constexpr, ROWS: tl.constexpr,
-                 PINGPONG: tl.constexpr):
+                 PINGPONG: tl.constexpr, KV_SLOT0: tl.constexpr):
     """A tile's first block (ROWS query rows): the QK^T of K/V block cnt and its softmax from an
     empty row state, no PV yet; returns (p fp32, m_i, l_i)."""
     m_i = tl.zeros([ROWS], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([ROWS], dtype=tl.float32)
-    qk, k_idx = _issue_qk(q_buf, k_tiles, k_fulls, cnt, cid, NUM_GROUPS, NUM_BUF_KV, PINGPONG)
+    qk, k_idx = _issue_qk(q_buf, k_tiles, k_fulls, cnt, cid, NUM_GROUPS, NUM_BUF_KV, PINGPONG,
+                          KV_SLOT0)
     qk = tlx.async_dot_wait(0, qk)
     tlx.barrier_arrive(k_empties[k_idx], 1)
     # a runtime branch: the mask costs ~100 instructions per consumer and tile (sm_90 SASS), the
@@ -255,11 +258,11 @@ def _first_block(q_buf, k_tiles, k_fulls, k_empties, cnt, first_full, start_n, r
 
 @triton.jit
 def _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt, NUM_BUF_KV: tl.constexpr,
-                    dtype: tl.constexpr):
+                    dtype: tl.constexpr, KV_SLOT0: tl.constexpr):
     """A tile's epilogue PV: p over K/V block cnt's V into acc, waited; the V slot goes back."""
     v_idx, v_phase = _bufidx_phase(cnt, NUM_BUF_KV)
     tlx.barrier_wait(v_fulls[v_idx], v_phase)
-    acc = tlx.async_dot(p.to(dtype), v_tiles[v_idx], acc)
+    acc = tlx.async_dot(p.to(dtype), v_tiles[KV_SLOT0 + v_idx], acc)
     acc = tlx.async_dot_wait(0, acc)
     tlx.barrier_arrive(v_empties[v_idx], 1)
     return acc
@@ -267,16 +270,35 @@ def _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt, NUM_BUF_KV: tl.con
 
 @triton.jit
 def _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, cnt,
-                   row, col, NUM_BUF_KV: tl.constexpr, KV_BYTES: tl.constexpr):
+                   row, col, HEAD_DIM: tl.constexpr, NUM_BUF_KV: tl.constexpr,
+                   KV_BYTES: tl.constexpr, HEAD_PAIRS: tl.constexpr):
     """The producer's turn cnt of the K/V ring: K and V rows row.. at column col, each
-    into its slot once the consumers gave it back."""
+    into its slot once the consumers gave it back (HEAD_PAIRS: the next head's columns too, into
+    the slot's second tiles, under the same barriers: a head pair's rows requested together)."""
+    HEADS: tl.constexpr = 2 if HEAD_PAIRS else 1
     kv_idx, kv_phase = _bufidx_phase(cnt, NUM_BUF_KV)
     tlx.barrier_wait(k_empties[kv_idx], kv_phase ^ 1)
-    tlx.barrier_expect_bytes(k_fulls[kv_idx], KV_BYTES)
+    tlx.barrier_expect_bytes(k_fulls[kv_idx], HEADS * KV_BYTES)
     tlx.async_descriptor_load(desc_k, k_tiles[kv_idx], [row, col], k_fulls[kv_idx])
+    if HEAD_PAIRS:
+        tlx.async_descriptor_load(desc_k, k_tiles[NUM_BUF_KV + kv_idx], [row, col + HEAD_DIM],
+                                  k_fulls[kv_idx])
     tlx.barrier_wait(v_empties[kv_idx], kv_phase ^ 1)
-    tlx.barrier_expect_bytes(v_fulls[kv_idx], KV_BYTES)
+    tlx.barrier_expect_bytes(v_fulls[kv_idx], HEADS * KV_BYTES)
     tlx.async_descriptor_load(desc_v, v_tiles[kv_idx], [row, col], v_fulls[kv_idx])
+    if HEAD_PAIRS:
+        tlx.async_descriptor_load(desc_v, v_tiles[NUM_BUF_KV + kv_idx], [row, col + HEAD_DIM],
+                                  v_fulls[kv_idx])
+
+
+@triton.jit
+def q_coords(row, h, g, HEAD_DIM: tl.constexpr, HEAD_PAIRS: tl.constexpr):
+    """TMA coordinates of a tile's Q slice g: rows g*64.. of head h, or (HEAD_PAIRS) the whole
+    q-block of head 2h + g."""
+    if HEAD_PAIRS:
+        return row, (h * 2 + g) * HEAD_DIM
+    else:
+        return row + g * BM_SPLIT, h * HEAD_DIM
 
 
 @triton.jit
@@ -288,9 +310,11 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                            NUM_BUF_KV: tl.constexpr, TILE_GROUPS: tl.constexpr,
                            CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
                            BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr,
-                           Q_BYTES: tl.constexpr, KV_BYTES: tl.constexpr):
+                           Q_BYTES: tl.constexpr, KV_BYTES: tl.constexpr,
+                           HEAD_PAIRS: tl.constexpr):
     """The producer: the CTA's tiles in order, each tile's Q slices (once per
-    q-block while it stays resident) and then its K/V blocks."""
+    q-block while it stays resident; HEAD_PAIRS: both heads' whole q-blocks, h the pair) and then
+    its K/V blocks."""
     cnt_kv = 0
     cnt_q = 0
     last_q = -1
@@ -315,18 +339,18 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                     q_idx, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
                     for g in tl.static_range(TILE_GROUPS):
                         slot = g * NUM_BUF_Q + q_idx
+                        q_r, q_c = q_coords(q_row0 + m0, h, g, HEAD_DIM, HEAD_PAIRS)
                         tlx.barrier_wait(q_empties[slot], q_phase ^ 1)
                         tlx.barrier_expect_bytes(q_fulls[slot], Q_BYTES)
-                        tlx.async_descriptor_load(desc_q, q_tiles[slot],
-                                                  [q_row0 + m0 + g * BM_SPLIT, h * HEAD_DIM],
-                                                  q_fulls[slot])
+                        tlx.async_descriptor_load(desc_q, q_tiles[slot], [q_r, q_c], q_fulls[slot])
                     cnt_q += 1
                     last_q = q_key
-                kv_col = (h // G) * HEAD_DIM
+                kv_col = (h * 2 if HEAD_PAIRS else h // G) * HEAD_DIM  # HEAD_PAIRS: G == 1
                 for j in range(0, nblk):
                     _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
-                                   v_empties, cnt_kv, kv_row0 + lo + j * BLOCK_N, kv_col,
-                                   NUM_BUF_KV, KV_BYTES)
+                                   v_empties, cnt_kv,
+                                   kv_row0 + lo + j * BLOCK_N, kv_col, HEAD_DIM, NUM_BUF_KV,
+                                   KV_BYTES, HEAD_PAIRS)
                     cnt_kv += 1
         valid, b, h, mb = n_valid, n_b, n_h, n_mb
         q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
@@ -409,7 +433,7 @@ def jfa_fwd_kernel(
     RESIDENT: tl.constexpr, TMA_STORE_O: tl.constexpr, SKIP_IDLE_GROUPS: tl.constexpr,
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
-    FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr,
+    FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, HEAD_PAIRS: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
     # SPLIT_TILES: a group computes all BLOCK_M rows of its own tiles from one resident Q tile (the
@@ -417,8 +441,13 @@ def jfa_fwd_kernel(
     tl.static_assert(not SPLIT_TILES or (BROADCAST_Q and RESIDENT and O_TMA_ONLY and not CAUSAL
                                          and not HAS_WINDOW))
     Q_ROWS: tl.constexpr = BLOCK_M if SPLIT_TILES else BM_SPLIT  # query rows per group and tile
+    # HEAD_PAIRS (split tiles, two groups, Hq == Hkv even): a tile is a batch element's q-block of
+    # two adjacent heads, group c computing head 2h + c; the producer requests both heads' K/V rows
+    # together (512 contiguous bytes of each row instead of 256)
+    tl.static_assert(not HEAD_PAIRS or (SPLIT_TILES and NUM_GROUPS == 2))
     # consumer groups sharing a tile: its Q tiles per q-block and the readers of each K/V block
-    TILE_GROUPS: tl.constexpr = 1 if SPLIT_TILES else NUM_GROUPS
+    TILE_GROUPS: tl.constexpr = NUM_GROUPS if HEAD_PAIRS or not SPLIT_TILES else 1
+    H_TILES = H // 2 if HEAD_PAIRS else H  # the schedule's heads: head pairs with HEAD_PAIRS
     dtype: tl.constexpr = tlx.dtype_of(desc_k)
     ELEM_BYTES: tl.constexpr = tlx.size_of(dtype)
     Q_BYTES: tl.constexpr = ELEM_BYTES * Q_ROWS * HEAD_DIM
@@ -428,8 +457,10 @@ def jfa_fwd_kernel(
     n_prog = tl.num_programs(0)
     # ---- shared memory and barriers -------------------------------------------------------
     q_tiles = tlx.local_alloc((Q_ROWS, HEAD_DIM), dtype, TILE_GROUPS * NUM_BUF_Q)
-    k_tiles = tlx.local_alloc((BLOCK_N, HEAD_DIM), dtype, NUM_BUF_KV)
-    v_tiles = tlx.local_alloc((BLOCK_N, HEAD_DIM), dtype, NUM_BUF_KV)
+    # HEAD_PAIRS: ring slot i holds the pair's first head in tile i, its second in NUM_BUF_KV + i
+    KV_HEADS: tl.constexpr = 2 if HEAD_PAIRS else 1
+    k_tiles = tlx.local_alloc((BLOCK_N, HEAD_DIM), dtype, KV_HEADS * NUM_BUF_KV)
+    v_tiles = tlx.local_alloc((BLOCK_N, HEAD_DIM), dtype, KV_HEADS * NUM_BUF_KV)
     q_fulls = tlx.alloc_barriers(num_barriers=NUM_GROUPS * NUM_BUF_Q, arrive_count=1)
     q_empties = tlx.alloc_barriers(num_barriers=NUM_GROUPS * NUM_BUF_Q, arrive_count=1)
     k_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=1)
@@ -456,26 +487,27 @@ def jfa_fwd_kernel(
     else:
         o_tiles = q_tiles  # not used
     wait_for_previous_kernel(PDL)
-    n_tiles = tl.load(n_entries) * H  # generic schedule: (entry, head) tiles
+    n_tiles = tl.load(n_entries) * H_TILES  # generic schedule: (entry, head) tiles
     n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
 
     with tlx.async_tasks():
         # ---- producer: TMA loads of Q (when it changes) and K/V ----------------------------
         with tlx.async_task("default"):
             _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls,
-                                   q_empties, k_fulls, k_empties, v_fulls, v_empties, n_iter, pid,
-                                   n_prog, tile_entry, n_tiles, B, H, G, NUM_MB, ctas_per_pair,
+                                   q_empties, k_fulls, k_empties, v_fulls, v_empties, n_iter, pid, n_prog, tile_entry, n_tiles, B, H_TILES,
+                                   G, NUM_MB, ctas_per_pair,
                                    tile_window, q_off, k_off, q_len, window, HEAD_DIM, BLOCK_M,
                                    BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, TILE_GROUPS, CAUSAL, HAS_WINDOW,
-                                   BROADCAST_Q, RESIDENT, Q_BYTES, KV_BYTES)
+                                   BROADCAST_Q, RESIDENT, Q_BYTES, KV_BYTES, HEAD_PAIRS)
 
         # ---- consumers: QK^T, online softmax, PV, epilogue -------------------------------
         with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=NUM_GROUPS):
             cid: tl.constexpr = tlx.async_task_replica_id()
             # this group's first query row in a tile and its Q slots (SPLIT_TILES: the whole tile,
-            # from the one resident Q tile)
+            # from the one resident Q tile; HEAD_PAIRS: its head's) and K/V tiles
             ROW_OFF: tl.constexpr = 0 if SPLIT_TILES else cid * BM_SPLIT
-            Q_SLOT0: tl.constexpr = 0 if SPLIT_TILES else cid * NUM_BUF_Q
+            Q_SLOT0: tl.constexpr = cid * NUM_BUF_Q if HEAD_PAIRS or not SPLIT_TILES else 0
+            KV_SLOT0: tl.constexpr = cid * NUM_BUF_KV if HEAD_PAIRS else 0  # its K/V tiles
             qk_scale = sm_scale * 1.4426950408889634  # scores in base 2
             cnt_kv = 0
             cnt_q = 0
@@ -483,14 +515,14 @@ def jfa_fwd_kernel(
             held_o = 0  # O_IN_Q: the last Q slot holds an O slice a TMA store may still read
             if not SPLIT_TILES and cid == NUM_GROUPS - 1:
                 tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # group 0 issues first
-            valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                      ctas_per_pair, tile_window, RESIDENT)
+            valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H_TILES,
+                                      NUM_MB, ctas_per_pair, tile_window, RESIDENT)
             q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
-            n_valid, n_b, n_h, n_mb = tile_at(1, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                              ctas_per_pair, tile_window, RESIDENT)
+            n_valid, n_b, n_h, n_mb = tile_at(1, pid, n_prog, tile_entry, n_tiles, B, H_TILES,
+                                              NUM_MB, ctas_per_pair, tile_window, RESIDENT)
             for it in range(0, n_iter):
                 nn_valid, nn_b, nn_h, nn_mb = tile_at(it + 2, pid, n_prog, tile_entry, n_tiles, B,
-                                                      H, NUM_MB, ctas_per_pair, tile_window,
+                                                      H_TILES, NUM_MB, ctas_per_pair, tile_window,
                                                       RESIDENT)
                 n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(
                     n_b, q_off, k_off, q_len, BROADCAST_Q)
@@ -499,11 +531,14 @@ def jfa_fwd_kernel(
                     lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW,
                                               BLOCK_M, BLOCK_N)
                     theirs = False  # SPLIT_TILES: the other group's tile (else a compile-time False)
-                    if SPLIT_TILES:
+                    if SPLIT_TILES and not HEAD_PAIRS:
                         theirs = it % NUM_GROUPS != cid
                     if theirs:  # its K/V blocks pass by in the ring: step the counter over them
                         cnt_kv += nblk
                     else:
+                        head = h  # this group's query head (h is the schedule's)
+                        if HEAD_PAIRS:
+                            head = h * 2 + cid
                         rows = m0 + ROW_OFF + tl.arange(0, Q_ROWS)
                         o = tl.zeros([Q_ROWS, HEAD_DIM], dtype=dtype)  # rows that see no key
                         if O_TMA_ONLY:  # a whole slice inside the sequence, or none of it
@@ -553,7 +588,8 @@ def jfa_fwd_kernel(
                                 p_f32, m_i, l_i = _first_block(
                                     q_buf, k_tiles, k_fulls, k_empties, cnt_kv, first_full, lo, rows,
                                     klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
-                                    HAS_WINDOW, BLOCK_N, LAZY_RESCALE, Q_ROWS, not SPLIT_TILES)
+                                    HAS_WINDOW, BLOCK_N, LAZY_RESCALE, Q_ROWS, not SPLIT_TILES,
+                                    KV_SLOT0)
                                 acc = tl.zeros([Q_ROWS, HEAD_DIM], dtype=tl.float32)
                                 p = p_f32 if LATE_P_CAST else p_f32.to(dtype)
                                 cnt_kv += 1
@@ -566,31 +602,34 @@ def jfa_fwd_kernel(
                                         q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                         acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                         qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES)
+                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES,
+                                        KV_SLOT0)
                                 for j in range(a, c):
                                     acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                         q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                         acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                         qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False,
-                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES)
+                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES,
+                                        KV_SLOT0)
                                 for j in range(c, nblk):
                                     acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                         q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                         acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                         qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES)
+                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES,
+                                        KV_SLOT0)
                                 # epilogue: PV of the last block
                                 acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,
-                                                      NUM_BUF_KV, dtype)
+                                                      NUM_BUF_KV, dtype, KV_SLOT0)
                                 o, lse = _normalise(acc, m_i, l_i, RCP_NORMALISE, FAST_EPILOGUE, dtype)
                                 if O_IN_Q:
                                     if tma_o:  # stage O in the Q tile: its last QK^T was waited on
                                         tlx.fence("async_shared")
                                         _tma_store_o(desc_o, q_buf, o, out_row0 + m0 + ROW_OFF,
-                                                     h * HEAD_DIM)
+                                                     head * HEAD_DIM)
                                         held_o = 1
                         _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0 + ROW_OFF,
-                                     out_row0, h, qlen, total_out, tma_o, cid, H, HEAD_DIM,
+                                     out_row0, head, qlen, total_out, tma_o, cid, H, HEAD_DIM,
                                      TMA_STORE_O, BROADCAST_Q, O_TMA_ONLY, FAST_EPILOGUE, Q_ROWS)
                 valid, b, h, mb = n_valid, n_b, n_h, n_mb
                 q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen

@@ -737,6 +737,54 @@ def test_split_tiles_changes_no_value(case):
     assert torch.equal(out, out_p) and torch.equal(lse, lse_p)
 
 
+def head_pairs_cases() -> list[Case]:
+    """The split-tile cases with as many key heads as query heads (two or four): odd lengths,
+    sequences without keys, one-key sequences, fp16, a grid of 3 CTAs, fewer tiles than CTAs."""
+    return [Case("bcast", 200, 128, 200, 2, 2), Case("bcast", 64, 128, 33, 4, 4),
+            Case("bcast", 120, 128, 150, 4, 4, 128, "fp16"), Case("bcast", 301, 128, 90, 2, 2, grid=3),
+            Case("bcast", 40, 128, 60, 2, 2, lens="one"), Case("bcast", 7, 128, 200, 4, 4)]
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", head_pairs_cases(), ids=lambda c: c.name)
+def test_head_pairs_change_no_value(case):
+    """FwdConfig.head_pairs (a tile = two heads' q-blocks of one batch element, both heads' K/V
+    rows loaded together) against the reference, and bit-identical with the split tile of one
+    head: every row sees the same wgmma and softmax sequence."""
+    from kernels import tlx_hopper
+
+    pairs = {"head_pairs": True, "num_buf_kv": 3}
+    inputs = make_inputs(case, zlib.crc32(case.name.encode()))
+    res = check_forward(case, inputs=inputs, overrides={**SPLIT_TILES, **pairs})
+    assert res["ok"], res
+    q, k, v, q_off, k_off, _, _ = inputs
+    params = _params(case, 1 / math.sqrt(case.d))
+    with persistent_grid(case.grid):
+        default = tlx_hopper.call_fwd_config(q, k, k_off, params)
+        assert default.split_tiles and not default.head_pairs
+        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
+        out_p, lse_p = tlx_hopper.forward(q, k, v, q_off, k_off, params,
+                                          config=dataclasses.replace(default, **pairs))
+    assert torch.equal(out, out_p) and torch.equal(lse, lse_p)
+
+
+@pytest.mark.gpu
+def test_head_pairs_refuse_grouped_query_heads():
+    """GQA (two query heads per key head) is refused with the rule, not read from the wrong
+    columns."""
+    from kernels import tlx_hopper
+
+    case = Case("bcast", 20, 128, 100, 4, 2)
+    q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
+    params = _params(case, 1 / math.sqrt(case.d))
+    config = dataclasses.replace(tlx_hopper.call_fwd_config(q, k, k_off, params), head_pairs=True,
+                                 num_buf_kv=3)
+    with pytest.raises(ValueError, match="head_pairs needs as many key heads as query heads, an "
+                                         "even number, got 4 and 2"):
+        tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
+
+
 @pytest.mark.gpu
 def test_split_tiles_refuses_a_call_it_cannot_run():
     """A mask (here causal) is refused with the rule, not computed without it."""

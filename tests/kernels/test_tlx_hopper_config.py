@@ -7,7 +7,7 @@ import torch
 
 from kernels.common import JFAParams
 from kernels.tlx_hopper import (BwdConfig, _descriptor, bwd_config, fuses_dq, fwd_config,
-                                o_by_tma_only, split_tiles_refusal, tile_window_for,
+                                head_pairs_refusal, o_by_tma_only, split_tiles_refusal, tile_window_for,
                                 uses_pma_roles, uses_pma_shared_roles, with_split_tiles)
 
 H200_L2 = 50 * 2**20
@@ -386,6 +386,17 @@ def test_split_tiles_runs_the_short_key_pma_q128_tile():
 ])
 def test_split_tiles_refusal_names_the_rule(cfg, broadcast, q_len, pairs, n_prog, params, rule):
     assert rule in split_tiles_refusal(cfg, broadcast, q_len, pairs, n_prog, params)
+
+
+def test_head_pairs_refusal_names_the_rule():
+    pairs = _split_tiles_config(head_pairs=True, num_buf_kv=3)
+    assert head_pairs_refusal(pairs, 4, 4) is None
+    assert "needs split_tiles" in head_pairs_refusal(dataclasses.replace(pairs, split_tiles=False), 4, 4)
+    assert "got 4 and 2" in head_pairs_refusal(pairs, 4, 2)  # GQA
+    assert "got 3 and 3" in head_pairs_refusal(pairs, 3, 3)  # an odd head count
+    # two Q tiles, two O tiles and 32 KB per slot: four slots exceed the shared memory
+    assert "num_buf_kv <= 3 (shared memory), got 4" in head_pairs_refusal(
+        dataclasses.replace(pairs, num_buf_kv=4), 4, 4)
 
 
 @pytest.mark.parametrize("q_len, short_kv, pairs, n_prog, params, split", [
