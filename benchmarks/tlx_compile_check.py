@@ -63,6 +63,9 @@ def fwd_variants(overrides: dict | None = None):
                 split = with_split_tiles(cfg, q_len, 4, 132, params)
                 if split.split_tiles:
                     yield name + " split", split, d, dt, causal, window, bcast, q_len
+                    # the head-pair candidate (FwdConfig.head_pairs: Hq == Hkv even)
+                    pairs = dataclasses.replace(split, head_pairs=True, num_buf_kv=3)
+                    yield name + " split pairs", pairs, d, dt, causal, window, bcast, q_len
 
 
 def compile_fwd(cfg, d, dt, causal, window, bcast, q_len):
