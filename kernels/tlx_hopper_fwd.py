@@ -31,6 +31,12 @@ groups wait for each other at every block; split, two tiles are in flight per CT
 softmax overlaps the other's wgmmas without a rendezvous. Q is one resident [NUM_GROUPS*64, D] tile
 read by both groups; the producer loads K/V in tile order into the one ring, and a group steps its
 ring counter over the other group's blocks.
+HEAD_PAIRS (`FwdConfig.head_pairs`, off; split tiles with Hq == Hkv even): a tile is one batch
+element's q-block of two adjacent heads instead, group c computing head 2h + c from its own
+resident Q tile, and each ring slot holds both heads' K/V blocks (the first head's in tile i, the
+second's in NUM_BUF_KV + i), loaded under one barrier: the producer requests 512 contiguous bytes of
+each key row instead of one head's 256, which the resident schedule otherwise reads from other SMs
+at other times.
 KV blocks per tile come from `kv_block_range`, shared by every role; the blocks outside
 `kv_unmasked_range` (block 0 included, unless every real row sees all its keys) run the masked
 softmax, the rest without any mask.
@@ -348,9 +354,8 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                 kv_col = (h * 2 if HEAD_PAIRS else h // G) * HEAD_DIM  # HEAD_PAIRS: G == 1
                 for j in range(0, nblk):
                     _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
-                                   v_empties, cnt_kv,
-                                   kv_row0 + lo + j * BLOCK_N, kv_col, HEAD_DIM, NUM_BUF_KV,
-                                   KV_BYTES, HEAD_PAIRS)
+                                   v_empties, cnt_kv, kv_row0 + lo + j * BLOCK_N, kv_col, HEAD_DIM,
+                                   NUM_BUF_KV, KV_BYTES, HEAD_PAIRS)
                     cnt_kv += 1
         valid, b, h, mb = n_valid, n_b, n_h, n_mb
         q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
@@ -494,8 +499,8 @@ def jfa_fwd_kernel(
         # ---- producer: TMA loads of Q (when it changes) and K/V ----------------------------
         with tlx.async_task("default"):
             _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls,
-                                   q_empties, k_fulls, k_empties, v_fulls, v_empties, n_iter, pid, n_prog, tile_entry, n_tiles, B, H_TILES,
-                                   G, NUM_MB, ctas_per_pair,
+                                   q_empties, k_fulls, k_empties, v_fulls, v_empties, n_iter, pid,
+                                   n_prog, tile_entry, n_tiles, B, H_TILES, G, NUM_MB, ctas_per_pair,
                                    tile_window, q_off, k_off, q_len, window, HEAD_DIM, BLOCK_M,
                                    BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, TILE_GROUPS, CAUSAL, HAS_WINDOW,
                                    BROADCAST_Q, RESIDENT, Q_BYTES, KV_BYTES, HEAD_PAIRS)
