@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Prepared in session 43 for the next device call (not run: no machine was lent after call 1).
+# (1) What the access pattern costs HBM at equal parallelism (hbm_probe's chunk programs: one
+# head's 256 B slices against whole rows of every head); (2) head pairs for the split tile
+# (FwdConfig.head_pairs, num_buf_kv 3: both heads' K/V rows requested together): its GPU tests
+# (against the reference and bit-identical with the one-head split tile, 6, + the GQA refusal),
+# forward A/Bs on PMA q128 fill 0.1 (also with 2 slots), Nsight Compute of it.
+# Run: CALL_S=560 bash docs/kernels/tlx_hopper_run45/next_call_script.sh,
+#      carry [".gpu/tools", ".gpu/kernels"], timeout_s 600
+source benchmarks/device_call.sh
+CAND="head_pairs=True,num_buf_kv=3"
+timeout 120 python -m benchmarks.hbm_probe --only "PMA q128" --out "$OUT/hbm_probe.md" > "$OUT/hbm_probe.log" 2>&1
+log "hbm_probe rc=$?"; cat "$OUT/hbm_probe.md" >> "$OUT/call.log"
+if gpu_tests pairs tests/kernels/test_tlx_hopper.py -k "head_pairs or split_tiles_changes"; then
+  ab_run pairs_1 tlx_fwd_ab_ratio --only "PMA q128 fill0.1" --ab "$CAND"
+  ab_run pairs_2 tlx_fwd_ab_ratio --only "PMA q128 fill0.1" --ab "$CAND"
+  ab_run pairs2slots_1 tlx_fwd_ab_ratio --only "PMA q128 fill0.1" --ab "head_pairs=True,num_buf_kv=2"
+  ncu_by_role cand_q128_fill01 jfa_fwd_kernel "PMA q128 fill0.1" --fwd-config "$CAND"
+  ab_run pairs_3 tlx_fwd_ab_ratio --only "PMA q128 fill0.1" --ab "$CAND"
+fi
+[ "$(left)" -gt 100 ] && { timeout $(( $(left) - 10 )) python -m benchmarks.hbm_probe --only "PMA q192 fill0.1" --out "$OUT/hbm_probe_q192.md" > "$OUT/hbm_probe_q192.log" 2>&1; log "hbm_probe q192 rc=$?"; }
+finish
