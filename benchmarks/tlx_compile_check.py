@@ -89,7 +89,8 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len):
                  O_TMA_ONLY=o_by_tma_only(cfg, bcast, q_len), WARP_ARRIVE=cfg.warp_arrive,
                  LAZY_RESCALE=cfg.lazy_rescale,
                  RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
-                 SPLIT_TILES=cfg.split_tiles, HEAD_PAIRS=cfg.head_pairs)
+                 SPLIT_TILES=cfg.split_tiles, HEAD_PAIRS=cfg.head_pairs,
+                 PAIR_PINGPONG=cfg.pair_pingpong)
     return _compile(jfa_fwd_kernel, sig, const)
 
 

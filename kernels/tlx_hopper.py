@@ -175,6 +175,9 @@ class FwdConfig:
     # otherwise issues from different SMs at different times). Both heads' Q tiles stay resident
     # and each ring slot holds both heads' blocks: num_buf_kv <= 3 fits the shared memory
     head_pairs: bool = False
+    # with head_pairs: the two groups take turns issuing QK^T, as in the ping-pong tile (they walk
+    # the same blocks), instead of each issuing as soon as its K block is in
+    pair_pingpong: bool = False
 
     @property
     def block_m(self) -> int:
@@ -422,6 +425,8 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         query_offset, key_offset, B, q_len, num_mb, window, bool(params.causal), broadcast,
         cfg.block_m, cfg.block_n, launch_dependents=cfg.pdl)
     n_prog = GRID_OVERRIDE or _num_sms(query.device.index or 0)
+    if cfg.pair_pingpong and not cfg.head_pairs:
+        raise ValueError("tlx FwdConfig: pair_pingpong needs head_pairs")
     if cfg.head_pairs:
         reason = head_pairs_refusal(cfg, hq, hkv)
         if reason is not None:
@@ -453,7 +458,8 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
         RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
-        SPLIT_TILES=cfg.split_tiles, HEAD_PAIRS=cfg.head_pairs, num_warps=4, num_stages=1,
+        SPLIT_TILES=cfg.split_tiles, HEAD_PAIRS=cfg.head_pairs, PAIR_PINGPONG=cfg.pair_pingpong,
+        num_warps=4, num_stages=1,
         launch_pdl=cfg.pdl)
     return out, lse
 

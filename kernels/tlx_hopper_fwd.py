@@ -36,7 +36,8 @@ element's q-block of two adjacent heads instead, group c computing head 2h + c f
 resident Q tile, and each ring slot holds both heads' K/V blocks (the first head's in tile i, the
 second's in NUM_BUF_KV + i), loaded under one barrier: the producer requests 512 contiguous bytes of
 each key row instead of one head's 256, which the resident schedule otherwise reads from other SMs
-at other times.
+at other times. PAIR_PINGPONG: the pair's groups take turns issuing QK^T as in the ping-pong tile
+(they walk the same blocks), so one's softmax overlaps the other's wgmmas.
 KV blocks per tile come from `kv_block_range`, shared by every role; the blocks outside
 `kv_unmasked_range` (block 0 included, unless every real row sees all its keys) run the masked
 softmax, the rest without any mask.
@@ -439,6 +440,7 @@ def jfa_fwd_kernel(
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
     FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, HEAD_PAIRS: tl.constexpr,
+    PAIR_PINGPONG: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
     # SPLIT_TILES: a group computes all BLOCK_M rows of its own tiles from one resident Q tile (the
@@ -453,6 +455,10 @@ def jfa_fwd_kernel(
     # consumer groups sharing a tile: its Q tiles per q-block and the readers of each K/V block
     TILE_GROUPS: tl.constexpr = NUM_GROUPS if HEAD_PAIRS or not SPLIT_TILES else 1
     H_TILES = H // 2 if HEAD_PAIRS else H  # the schedule's heads: head pairs with HEAD_PAIRS
+    # the groups take turns issuing QK^T (named barriers PINGPONG_BAR + c): every tile of the
+    # ping-pong tile, and with PAIR_PINGPONG the head pairs' (both groups walk the same blocks)
+    tl.static_assert(not PAIR_PINGPONG or HEAD_PAIRS)
+    PINGPONG: tl.constexpr = not SPLIT_TILES or PAIR_PINGPONG
     dtype: tl.constexpr = tlx.dtype_of(desc_k)
     ELEM_BYTES: tl.constexpr = tlx.size_of(dtype)
     Q_BYTES: tl.constexpr = ELEM_BYTES * Q_ROWS * HEAD_DIM
@@ -518,7 +524,7 @@ def jfa_fwd_kernel(
             cnt_q = 0
             last_q = -1
             held_o = 0  # O_IN_Q: the last Q slot holds an O slice a TMA store may still read
-            if not SPLIT_TILES and cid == NUM_GROUPS - 1:
+            if PINGPONG and cid == NUM_GROUPS - 1:
                 tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # group 0 issues first
             valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H_TILES,
                                       NUM_MB, ctas_per_pair, tile_window, RESIDENT)
@@ -593,7 +599,7 @@ def jfa_fwd_kernel(
                                 p_f32, m_i, l_i = _first_block(
                                     q_buf, k_tiles, k_fulls, k_empties, cnt_kv, first_full, lo, rows,
                                     klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
-                                    HAS_WINDOW, BLOCK_N, LAZY_RESCALE, Q_ROWS, not SPLIT_TILES,
+                                    HAS_WINDOW, BLOCK_N, LAZY_RESCALE, Q_ROWS, PINGPONG,
                                     KV_SLOT0)
                                 acc = tl.zeros([Q_ROWS, HEAD_DIM], dtype=tl.float32)
                                 p = p_f32 if LATE_P_CAST else p_f32.to(dtype)
@@ -607,21 +613,21 @@ def jfa_fwd_kernel(
                                         q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                         acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                         qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES,
+                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, PINGPONG,
                                         KV_SLOT0)
                                 for j in range(a, c):
                                     acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                         q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                         acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                         qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False,
-                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES,
+                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, PINGPONG,
                                         KV_SLOT0)
                                 for j in range(c, nblk):
                                     acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                         q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                                         acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
                                         qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, not SPLIT_TILES,
+                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, PINGPONG,
                                         KV_SLOT0)
                                 # epilogue: PV of the last block
                                 acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,

@@ -747,14 +747,16 @@ def head_pairs_cases() -> list[Case]:
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("pingpong", (False, True), ids=("free", "pingpong"))
 @pytest.mark.parametrize("case", head_pairs_cases(), ids=lambda c: c.name)
-def test_head_pairs_change_no_value(case):
+def test_head_pairs_change_no_value(case, pingpong):
     """FwdConfig.head_pairs (a tile = two heads' q-blocks of one batch element, both heads' K/V
-    rows loaded together) against the reference, and bit-identical with the split tile of one
-    head: every row sees the same wgmma and softmax sequence."""
+    rows loaded together; with pair_pingpong the groups' QK^T issues alternate) against the
+    reference, and bit-identical with the split tile of one head: every row sees the same wgmma
+    and softmax sequence."""
     from kernels import tlx_hopper
 
-    pairs = {"head_pairs": True, "num_buf_kv": 3}
+    pairs = {"head_pairs": True, "num_buf_kv": 3, "pair_pingpong": pingpong}
     inputs = make_inputs(case, zlib.crc32(case.name.encode()))
     res = check_forward(case, inputs=inputs, overrides={**SPLIT_TILES, **pairs})
     assert res["ok"], res
@@ -770,9 +772,9 @@ def test_head_pairs_change_no_value(case):
 
 
 @pytest.mark.gpu
-def test_head_pairs_refuse_grouped_query_heads():
+def test_head_pairs_refusals():
     """GQA (two query heads per key head) is refused with the rule, not read from the wrong
-    columns."""
+    columns; the pair ping-pong without head pairs likewise."""
     from kernels import tlx_hopper
 
     case = Case("bcast", 20, 128, 100, 4, 2)
@@ -783,6 +785,9 @@ def test_head_pairs_refuse_grouped_query_heads():
     with pytest.raises(ValueError, match="head_pairs needs as many key heads as query heads, an "
                                          "even number, got 4 and 2"):
         tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
+    alone = dataclasses.replace(config, head_pairs=False, pair_pingpong=True)
+    with pytest.raises(ValueError, match="pair_pingpong needs head_pairs"):
+        tlx_hopper.forward(q, k, v, q_off, k_off, params, config=alone)
 
 
 @pytest.mark.gpu
