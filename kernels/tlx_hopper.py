@@ -415,6 +415,12 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
     if cfg.tma_store_o and not broadcast and cfg.num_buf_q < 2:
         raise ValueError("tlx FwdConfig: tma_store_o with self/cross attention needs num_buf_q >= 2: "
                          "O is staged in a group's Q slot while the next tile's Q loads into the other")
+    if cfg.pair_pingpong and not cfg.head_pairs:
+        raise ValueError("tlx FwdConfig: pair_pingpong needs head_pairs")
+    if cfg.head_pairs:
+        reason = head_pairs_refusal(cfg, hq, hkv)
+        if reason is not None:
+            raise ValueError(f"tlx FwdConfig: head_pairs {reason}")
     if broadcast and cfg.skip_idle_groups:
         raise ValueError("tlx FwdConfig: skip_idle_groups needs self/cross attention (not broadcast_q): "
                          "it is only tested and measured there")
@@ -425,12 +431,6 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         query_offset, key_offset, B, q_len, num_mb, window, bool(params.causal), broadcast,
         cfg.block_m, cfg.block_n, launch_dependents=cfg.pdl)
     n_prog = GRID_OVERRIDE or _num_sms(query.device.index or 0)
-    if cfg.pair_pingpong and not cfg.head_pairs:
-        raise ValueError("tlx FwdConfig: pair_pingpong needs head_pairs")
-    if cfg.head_pairs:
-        reason = head_pairs_refusal(cfg, hq, hkv)
-        if reason is not None:
-            raise ValueError(f"tlx FwdConfig: head_pairs {reason}")
     pairs = (hq // 2 if cfg.head_pairs else hq) * num_mb  # the schedule's (heads, q-block) pairs
     resident = broadcast and pairs <= n_prog
     if cfg.split_tiles:

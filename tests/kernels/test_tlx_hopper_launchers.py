@@ -1,5 +1,6 @@
-"""The backward's host side: which kernels a call launches, with which grids, and every argument
-bound to a parameter of its kernel (`launch` recorded: nothing runs).
+"""The launchers' host side (the backward's passes, the split-tile forward): which kernels a call
+launches, with which grids, and every argument bound to a parameter of its kernel (`launch`
+recorded: nothing runs).
 
 Imports the TLX kernels for their signatures, so it runs where fbtriton imports (no GPU needed);
 skipped otherwise. The GPU tests (`test_tlx_hopper.py`) check what the launches compute.
@@ -112,7 +113,8 @@ def test_split_role_backward_launches(launches, fold_delta):
 
 @pytest.fixture
 def h200(monkeypatch):
-    """`backward` on CPU tensors: its device checks and properties answered as on the H200."""
+    """`forward` / `backward` on CPU tensors: their device checks and properties answered as on the
+    H200."""
     monkeypatch.setattr(tlx_hopper, "supports", lambda *args: None)
     monkeypatch.setattr(tlx_hopper, "_num_sms", lambda index: N_SM)
     monkeypatch.setattr(tlx_hopper, "_l2_bytes", lambda index: 50 * 2**20)
@@ -152,3 +154,39 @@ def test_backward_preprocess_feeds_the_dkdv_pass(launches, h200, mode):
     assert dq.shape == q.shape and dq.dtype == q.dtype
     assert dk.shape == call["key"].shape and dv.shape == call["value"].shape
 
+
+
+@pytest.mark.parametrize("head_pairs", [False, True])
+def test_split_tile_forward_launch(launches, h200, head_pairs):
+    """The short-key PMA q128 forward with split tiles: one resident CTA group per (head, q-block),
+    or with head_pairs per (head pair, q-block), each group's Q and O boxes a whole 128-row tile."""
+    heads = 4
+    call = _pma_call(128, heads)
+    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
+    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True), split_tiles=True,
+                              late_p_cast=False)
+    if head_pairs:
+        cfg = dataclasses.replace(cfg, head_pairs=True, num_buf_kv=3)
+    out, lse = tlx_hopper.forward(call["query"], call["key"], call["value"], None, call["key_offset"],
+                                  params, config=cfg)
+    [(name, grid, args)] = launches
+    groups = heads // 2 if head_pairs else heads  # the schedule's (heads, q-block) pairs
+    assert name == "jfa_fwd_kernel" and grid == (groups * (N_SM // groups),)
+    assert args["ctas_per_pair"] == N_SM // groups and args["H"] == heads
+    assert (args["SPLIT_TILES"], args["HEAD_PAIRS"], args["NUM_BUF_KV"]) == (True, head_pairs,
+                                                                            cfg.num_buf_kv)
+    assert args["desc_q"].block_shape == args["desc_o"].block_shape == [128, 128]
+    assert args["desc_o"].base is out and out.shape == (3 * 128, heads, 128)
+    assert lse.shape == (heads, 3 * 128)
+
+
+def test_head_pairs_refused_before_any_launch(launches, h200):
+    """GQA with head_pairs: the rule, and nothing launched."""
+    call = _pma_call(128, 4)
+    key, value = call["key"][:, :2].contiguous(), call["value"][:, :2].contiguous()
+    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
+    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True), split_tiles=True,
+                              late_p_cast=False, head_pairs=True, num_buf_kv=3)
+    with pytest.raises(ValueError, match="head_pairs needs as many key heads as query heads"):
+        tlx_hopper.forward(call["query"], key, value, None, call["key_offset"], params, config=cfg)
+    assert launches == []
