@@ -21,5 +21,4 @@ if gpu_tests pairs tests/kernels/test_tlx_hopper.py -k "head_pairs or split_tile
   ncu_by_role cand_q128_fill01 jfa_fwd_kernel "PMA q128 fill0.1" --fwd-config "$CAND"
   ab_run pairs_3 tlx_fwd_ab_ratio --only "PMA q128 fill0.1" --ab "$CAND"
 fi
-[ "$(left)" -gt 100 ] && { timeout $(( $(left) - 10 )) python -m benchmarks.hbm_probe --only "PMA q192 fill0.1" --out "$OUT/hbm_probe_q192.md" > "$OUT/hbm_probe_q192.log" 2>&1; log "hbm_probe q192 rc=$?"; }
 finish
