@@ -16,10 +16,10 @@ orders a persistent forward could read them:
 - `head-major`: one program per (head, batch element), the programs running together read one
   head's 256 B slice of many elements' rows;
 - `elem-all-heads`: one program per batch element reading every head of its rows;
-- `chunks of one head, 64 rows` / `chunks of all heads, 16 rows` (H = 4; rows only for H a power of
-  two): one program per (element,
-  head, 64 rows) or per (element, 16 rows), the same 16 KB of K and of V (and of O) each, as 256 B
-  slices or as whole 1 KB rows: the access pattern's cost at equal parallelism.
+- `chunks of one head, 64 rows` / `chunks of all heads, 16 rows` (H = 4; only where H is a power of
+  two): one program per (element, head, 64 rows) or per (element, 16 rows), the same 16 KB of K and
+  of V (and of O) each, as 256 B slices or as whole 1 KB rows: the access pattern's cost at equal
+  parallelism.
 
 Each order is timed reading only, and reading plus writing O (`+O`). Beside them, the TLX forward
 on the same inputs, its bytes counted as the bench counts them. TB/s = bytes / median time.
