@@ -278,28 +278,25 @@ def _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt, NUM_BUF_KV: tl.con
 @triton.jit
 def _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, cnt,
                    row, col, HEAD_DIM: tl.constexpr, NUM_BUF_KV: tl.constexpr,
-                   KV_BYTES: tl.constexpr, HEAD_PAIRS: tl.constexpr):
-    """The producer's turn cnt of the K/V ring: K and V rows row.. at column col, each
-    into its slot once the consumers gave it back (HEAD_PAIRS: the next head's columns too, into
-    the slot's second tiles, under the same barriers: a head pair's rows requested together)."""
-    HEADS: tl.constexpr = 2 if HEAD_PAIRS else 1
+                   KV_BYTES: tl.constexpr, KV_HEADS: tl.constexpr):
+    """The producer's turn cnt of the K/V ring: K and V rows row.. of KV_HEADS adjacent heads from
+    column col, head g into tile g * NUM_BUF_KV + slot, once the consumers gave the slot back
+    (HEAD_PAIRS: KV_HEADS = 2, a head pair's rows requested together under one barrier)."""
     kv_idx, kv_phase = _bufidx_phase(cnt, NUM_BUF_KV)
     tlx.barrier_wait(k_empties[kv_idx], kv_phase ^ 1)
-    tlx.barrier_expect_bytes(k_fulls[kv_idx], HEADS * KV_BYTES)
-    tlx.async_descriptor_load(desc_k, k_tiles[kv_idx], [row, col], k_fulls[kv_idx])
-    if HEAD_PAIRS:
-        tlx.async_descriptor_load(desc_k, k_tiles[NUM_BUF_KV + kv_idx], [row, col + HEAD_DIM],
-                                  k_fulls[kv_idx])
+    tlx.barrier_expect_bytes(k_fulls[kv_idx], KV_HEADS * KV_BYTES)
+    for g in tl.static_range(KV_HEADS):
+        tlx.async_descriptor_load(desc_k, k_tiles[g * NUM_BUF_KV + kv_idx],
+                                  [row, col + g * HEAD_DIM], k_fulls[kv_idx])
     tlx.barrier_wait(v_empties[kv_idx], kv_phase ^ 1)
-    tlx.barrier_expect_bytes(v_fulls[kv_idx], HEADS * KV_BYTES)
-    tlx.async_descriptor_load(desc_v, v_tiles[kv_idx], [row, col], v_fulls[kv_idx])
-    if HEAD_PAIRS:
-        tlx.async_descriptor_load(desc_v, v_tiles[NUM_BUF_KV + kv_idx], [row, col + HEAD_DIM],
-                                  v_fulls[kv_idx])
+    tlx.barrier_expect_bytes(v_fulls[kv_idx], KV_HEADS * KV_BYTES)
+    for g in tl.static_range(KV_HEADS):
+        tlx.async_descriptor_load(desc_v, v_tiles[g * NUM_BUF_KV + kv_idx],
+                                  [row, col + g * HEAD_DIM], v_fulls[kv_idx])
 
 
 @triton.jit
-def q_coords(row, h, g, HEAD_DIM: tl.constexpr, HEAD_PAIRS: tl.constexpr):
+def _q_coords(row, h, g, HEAD_DIM: tl.constexpr, HEAD_PAIRS: tl.constexpr):
     """TMA coordinates of a tile's Q slice g: rows g*64.. of head h, or (HEAD_PAIRS) the whole
     q-block of head 2h + g."""
     if HEAD_PAIRS:
@@ -346,7 +343,7 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                     q_idx, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
                     for g in tl.static_range(TILE_GROUPS):
                         slot = g * NUM_BUF_Q + q_idx
-                        q_r, q_c = q_coords(q_row0 + m0, h, g, HEAD_DIM, HEAD_PAIRS)
+                        q_r, q_c = _q_coords(q_row0 + m0, h, g, HEAD_DIM, HEAD_PAIRS)
                         tlx.barrier_wait(q_empties[slot], q_phase ^ 1)
                         tlx.barrier_expect_bytes(q_fulls[slot], Q_BYTES)
                         tlx.async_descriptor_load(desc_q, q_tiles[slot], [q_r, q_c], q_fulls[slot])
@@ -356,7 +353,7 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                 for j in range(0, nblk):
                     _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
                                    v_empties, cnt_kv, kv_row0 + lo + j * BLOCK_N, kv_col, HEAD_DIM,
-                                   NUM_BUF_KV, KV_BYTES, HEAD_PAIRS)
+                                   NUM_BUF_KV, KV_BYTES, 2 if HEAD_PAIRS else 1)
                     cnt_kv += 1
         valid, b, h, mb = n_valid, n_b, n_h, n_mb
         q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
