@@ -36,6 +36,11 @@ graph (*_graph_ms): the device time with the gaps between kernels but without th
 path, which do_bench's window includes whenever the host issues a call more slowly than the GPU
 runs the L2 flush before it. A diagnostic: the issue's targets are eager calls.
 
+Each row also records, per timing in call order, the cudaMalloc calls inside its window
+(`timed_mallocs`) and the host µs per call of the timed function ([10th percentile, median],
+`timed_host_us`): a sample whose host cost per call approaches the device's time per do_bench
+iteration (the L2 flush plus the call) is host-stalled, not slow on the device.
+
 Every timed call first runs back to back for --settle-ms (300) ms, so tlx, varlen and the tutorial
 are all timed at the clocks of a sustained load (the H200 holds its 700 W limit by lowering the SM
 clock; see `settle`). --settle-ms 0 is runs 1-16's method.
@@ -167,6 +172,22 @@ def settle(fn, grads=None, ms: float | None = None) -> None:
 # cudaMalloc calls inside each `bench` window of the current row, in call order (the caching
 # allocator frees and re-mallocs when no cached block fits; each is a device sync in the timing)
 TIMED_MALLOCS: list[int] = []
+# host µs per call of fn inside each `bench`, in call order: [10th percentile, median]. The
+# percentile is the host's own cost of a call; the median also holds the waits of a launch queue
+# that is full (the GPU then bounds the loop). do_bench's window holds the host's time whenever a
+# call's host cost exceeds the device's time per iteration (its L2 flush plus the call): the
+# fill-0.1 rows' "host-stalled" samples (runs 41-44) are told apart by this record.
+TIMED_HOST_US: list[list[float]] = []
+
+
+def host_timed(fn, record: list[float]):
+    """fn, appending the host seconds of each call to record."""
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        result = fn(*args, **kwargs)
+        record.append(time.perf_counter() - start)
+        return result
+    return timed
 
 
 def bench(fn, grads=None):
@@ -175,9 +196,18 @@ def bench(fn, grads=None):
     step's cost)."""
     settle(fn, grads)
     mallocs = torch.cuda.memory_stats().get("num_device_alloc", 0)
-    ms = triton.testing.do_bench(fn, warmup=25, rep=100, grad_to_none=grads, return_mode="median")
+    host_s: list[float] = []
+    ms = triton.testing.do_bench(host_timed(fn, host_s), warmup=25, rep=100, grad_to_none=grads,
+                                 return_mode="median")
     TIMED_MALLOCS.append(torch.cuda.memory_stats().get("num_device_alloc", 0) - mallocs)
+    TIMED_HOST_US.append(host_percentiles_us(host_s))
     return ms
+
+
+def host_percentiles_us(seconds: list[float]) -> list[float]:
+    """[10th percentile, median] of host seconds per call, in µs rounded to 0.1."""
+    ordered = sorted(seconds)
+    return [round(1e6 * ordered[len(ordered) // 10], 1), round(1e6 * statistics.median(ordered), 1)]
 
 
 # A/B rounds (`--ab-rounds`): round r times the default then the candidate for even r, the reverse
@@ -291,6 +321,7 @@ def run_shape(sh, do_bwd, tut, graphs=False):
     from torch.nn.attention.varlen import varlen_attn
 
     TIMED_MALLOCS.clear()
+    TIMED_HOST_US.clear()
     x = build(sh)
     q, k, v, q_off, k_off, kl = x["q"], x["k"], x["v"], x["q_off"], x["k_off"], x["kl"]
     B, H, d = sh["B"], sh["H"], q.shape[-1]
@@ -393,6 +424,7 @@ def run_shape(sh, do_bwd, tut, graphs=False):
             row[key.replace("_ms", "_tflops")] = x["flops"] / row[key] / 1e9
     row["tlx_fwd_GBps"] = x["fwd_bytes"] / row["tlx_fwd_ms"] / 1e6
     row["timed_mallocs"] = list(TIMED_MALLOCS)
+    row["timed_host_us"] = list(TIMED_HOST_US)
     return row
 
 

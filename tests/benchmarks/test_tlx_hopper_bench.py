@@ -71,6 +71,37 @@ def test_settle_runs_the_call_back_to_back_with_fresh_grads(monkeypatch):
     assert len(calls) == n_before
 
 
+def test_bench_records_each_windows_host_time_per_call(monkeypatch):
+    import types
+
+    from benchmarks import tlx_hopper_bench
+
+    # a clock that advances 10 us per read: call i of fn takes (i + 1) * 10 us of host time
+    ticks = iter(range(10 ** 6))
+    calls = []
+
+    def fn():
+        calls.append(1)
+        for _ in range(len(calls) - 1):
+            next(ticks)
+
+    def fake_do_bench(f, warmup, rep, grad_to_none, return_mode):
+        for _ in range(20):
+            f()
+        return 0.5
+
+    monkeypatch.setattr(tlx_hopper_bench, "time", types.SimpleNamespace(perf_counter=lambda: 1e-5 * next(ticks)))
+    monkeypatch.setattr(tlx_hopper_bench, "settle", lambda fn, grads: None)
+    monkeypatch.setattr(tlx_hopper_bench.triton.testing, "do_bench", fake_do_bench)
+    monkeypatch.setattr(tlx_hopper_bench.torch.cuda, "memory_stats", lambda: {})
+    tlx_hopper_bench.TIMED_HOST_US.clear()
+    assert tlx_hopper_bench.bench(fn) == 0.5
+    assert len(calls) == 20
+    # host times 10, 20, ..., 200 us: 10th percentile the third smallest, median between 100 and 110
+    assert tlx_hopper_bench.TIMED_HOST_US == [[30.0, 105.0]]
+    assert tlx_hopper_bench.host_percentiles_us([2e-6]) == [2.0, 2.0]
+
+
 def test_ab_rounds_alternate_order_and_report_medians(monkeypatch):
     from benchmarks import tlx_hopper_bench
 
