@@ -35,19 +35,19 @@ def launcher_schedules(sh: dict) -> list[tuple[str, tuple, dict]]:
     params = JFAParams(max_seq_len_q=sh["q"], max_seq_len_kv=sh["max_kv"],
                        sm_scale=q.shape[-1] ** -0.5, broadcast_q=sh["kind"] == "bcast")
     calls = []
-    real = tlx_schedule.cached_schedule
+    real = tlx_hopper.cached_schedule
 
     def record(*args, **kwargs):
         calls.append((args, kwargs))
         return real(*args, **kwargs)
 
-    tlx_schedule.cached_schedule = record  # the launchers import it at call time
+    tlx_hopper.cached_schedule = record  # the launchers' module global
     try:
         out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params)
         n_fwd = len(calls)
         tlx_hopper.backward(torch.randn_like(out), q, k, v, out, lse, q_off, k_off, params)
     finally:
-        tlx_schedule.cached_schedule = real
+        tlx_hopper.cached_schedule = real
     if n_fwd != 1 or len(calls) < 2:
         raise RuntimeError(f"{sh['name']}: expected one forward schedule and backward ones, saw "
                            f"{n_fwd} and {len(calls) - n_fwd}")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from kernels.tlx_launch import launch
+from kernels.tlx_schedule import cached_schedule
 
 SUPPORTED_HEAD_DIMS = (64, 128)
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
@@ -360,12 +361,12 @@ def _tma_ready(t: torch.Tensor) -> torch.Tensor:
 
 
 @functools.lru_cache(maxsize=1)
-def _descriptor_defaults() -> dict:
-    """TensorDescriptor's fields with defaults (padding, ...), as this Triton declares them."""
+def _descriptor_parts() -> tuple[type, dict]:
+    """TensorDescriptor and its fields with defaults (padding, ...), as this Triton declares them."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    return {f.name: f.default for f in dataclasses.fields(TensorDescriptor)
-            if f.default is not dataclasses.MISSING}
+    return TensorDescriptor, {f.name: f.default for f in dataclasses.fields(TensorDescriptor)
+                              if f.default is not dataclasses.MISSING}
 
 
 def _descriptor(t: torch.Tensor, rows: int, block_rows: int, block_cols: int | None = None):
@@ -374,20 +375,24 @@ def _descriptor(t: torch.Tensor, rows: int, block_rows: int, block_cols: int | N
     Built without TensorDescriptor's checks, which cost ~5 us per descriptor on the H200 host and
     a PMA forward+backward builds eight (run 23): the launchers pass TMA-ready tensors
     (`_tma_ready` or fresh allocations; D in {64, 128}), rows > 0 (empty calls return first), and
-    the blocks are powers of two. test_tlx_hopper_config checks it equals the checked build."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-    h, d = t.shape[1], t.shape[2]
-    desc = object.__new__(TensorDescriptor)
-    desc.__dict__.update(_descriptor_defaults(), base=t, shape=[rows, h * d], strides=[h * d, 1],
-                         block_shape=[block_rows, block_cols or d])
+    the blocks are powers of two. The fields go in as one dict (a copy of the defaults): ~0.7 us
+    against 1.9 with an import and a keyword update per call (development CPU).
+    test_tlx_hopper_config checks it equals the checked build."""
+    descriptor_type, fields = _descriptor_parts()
+    _, h, d = t.shape
+    fields = fields.copy()
+    fields["base"] = t
+    fields["shape"] = [rows, h * d]
+    fields["strides"] = [h * d, 1]
+    fields["block_shape"] = [block_rows, block_cols or d]
+    desc = object.__new__(descriptor_type)
+    desc.__dict__ = fields
     return desc
 
 
 def forward(query, key, value, query_offset, key_offset, params, config: FwdConfig | None = None):
     """Jagged attention forward; returns (out, lse). See the module docstring."""
     from kernels.tlx_hopper_fwd import jfa_fwd_kernel
-    from kernels.tlx_schedule import cached_schedule
 
     reason = supports(query, key, value, params)
     if reason is not None:
@@ -666,7 +671,6 @@ def backward(grad_out, query, key, value, out, lse, query_offset, key_offset, pa
              config: BwdConfig | None = None):
     """Gradients (dq, dk, dv) of `forward`; dq of broadcast_q is the batch sum (fp32 accumulate)."""
     from kernels.tlx_hopper_bwd import jfa_bwd_dkdv_kernel, jfa_bwd_dq_kernel
-    from kernels.tlx_schedule import cached_schedule
 
     reason = supports(query, key, value, params)
     if reason is not None:
@@ -809,7 +813,6 @@ def _pma_resident(query, key_offset, q_block: int, n_sm: int):
     """What the one-pass broadcast_q backwards share: the forward's resident schedule for one
     q_block-row q-block (batch elements heaviest first per head), the CTAs per head, the launch's
     CTAs, their fp32 dQ partials (q_block rows each) and dq."""
-    from kernels.tlx_schedule import cached_schedule
 
     q_len, hq, d = query.shape
     entries, n_entries = cached_schedule(None, key_offset, key_offset.numel() - 1, q_len, 1, None,

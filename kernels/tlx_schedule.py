@@ -66,8 +66,10 @@ PACKED_MAX_BLOCK = 8192
 
 
 def schedule_block(n_entries: int) -> int:
-    """The one-program build's vector width for n_entries entries (a power of two, at least 16)."""
-    return max(16, triton.next_power_of_2(n_entries))
+    """The one-program build's vector width for n_entries entries (a power of two, at least 16).
+    Integer bits, not `triton.next_power_of_2`: that one is a constexpr function whose host call
+    costs ~2 us (a launch's host path)."""
+    return max(16, 1 << (n_entries - 1).bit_length())
 
 
 def schedule_fields(block: int) -> int:

@@ -99,6 +99,16 @@ def test_descriptor_equals_the_checked_build(rows, heads, head_dim, block_rows, 
     assert fast.__dict__.keys() == checked.__dict__.keys() and fast.base is t
 
 
+def test_schedule_block_is_the_next_power_of_two_from_16():
+    # the host's integer form of max(16, triton.next_power_of_2(n)), the build's vector width
+    import triton
+
+    from kernels.tlx_schedule import schedule_block
+
+    for n in [*range(0, 300), 767, 768, 769, 1023, 1024, 1025, 8191, 8192, 8193, 16384]:
+        assert schedule_block(n) == max(16, triton.next_power_of_2(n)), n
+
+
 def test_dq_fused_only_where_it_is_correct():
     on = BwdConfig(fused_dq=True)
     assert fuses_dq(on, 128, broadcast_q=False, deterministic=False)

@@ -27,8 +27,6 @@ N_SM = 132
 def launches(monkeypatch):
     """The launches of a call as (kernel name, grid, {parameter: argument}); a positional argument
     past the kernel's parameters or a keyword that names none fails the call."""
-    import kernels.tlx_schedule
-
     calls = []
 
     def record(fn, grid, *args, **kwargs):
@@ -38,7 +36,7 @@ def launches(monkeypatch):
 
     monkeypatch.setattr(tlx_hopper, "launch", record)
     # the schedule is built on the GPU; its tensors are only passed through here
-    monkeypatch.setattr(kernels.tlx_schedule, "cached_schedule",
+    monkeypatch.setattr(tlx_hopper, "cached_schedule",
                         lambda *a, **k: (torch.zeros(8, dtype=torch.int64),
                                          torch.ones(1, dtype=torch.int32)))
     return calls
