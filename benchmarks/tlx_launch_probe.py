@@ -13,6 +13,13 @@ plus the whole `tlx_hopper.forward` / `backward` calls, one host TMA descriptor 
 other host steps, so the gap between the calls and the sum of their launches is visible
 (`--cprofile`: their top Python functions). Medians of --calls, the GPU synced
 every 16 calls so the launch queue never fills.
+
+--cpu-proxy (no GPU; fbtriton for the kernels' signatures) times the same forward and backward
+on CPU tensors with everything of the host path but Triton's launcher itself: the device
+queries answer as an H200 would (sm_90, 132 SMs, 50 MiB L2) and each launch stops after
+`tlx_launch`'s key and kernel lookup. Python's share of the host time, measurable on a
+development machine; the GPU host's CPU is slower, and the launcher (~8-14 us a launch there,
+run 41) comes on top.
 """
 
 from __future__ import annotations
@@ -37,6 +44,54 @@ def _median_us(fn, calls: int) -> float:
     return 1e6 * statistics.median(times)
 
 
+def cpu_proxy(args) -> int:
+    """--cpu-proxy: the forward's and backward's host path up to the launcher, on the CPU."""
+    from unittest import mock
+
+    import torch
+
+    from benchmarks.tlx_hopper_bench import lengths
+    from kernels import tlx_hopper, tlx_launch, tlx_schedule
+    from kernels.common import JFAParams
+
+    def key_only(fn, grid, *a, **kw):
+        key, _ = tlx_launch.launch_key(fn, 0, a, kw)
+        tlx_launch._KERNELS.get(key)
+
+    g = torch.Generator().manual_seed(0)
+    lens = lengths(args.batch, args.max_kv, args.fill, g)
+    k_off = torch.cat([lens.new_zeros(1), lens.cumsum(0)]).to(torch.int32)
+    q = torch.randn(args.q_len, args.heads, 128, generator=g).to(torch.bfloat16)
+    k = torch.randn(int(lens.sum()), args.heads, 128, generator=g).to(torch.bfloat16)
+    v, do = torch.randn_like(k), torch.randn(args.batch * args.q_len, args.heads, 128).to(torch.bfloat16)
+    params = JFAParams(max_seq_len_q=args.q_len, max_seq_len_kv=args.max_kv, sm_scale=None,
+                       broadcast_q=True)
+    with mock.patch.multiple(tlx_hopper, supports=lambda *a: None, _num_sms=lambda i: 132,
+                             _l2_bytes=lambda i: 50 * 2**20, launch=key_only), \
+            mock.patch.object(tlx_schedule, "launch", key_only):
+        out, lse = tlx_hopper.forward(q, k, v, None, k_off, params)
+        calls = {
+            "forward": lambda: tlx_hopper.forward(q, k, v, None, k_off, params),
+            "backward": lambda: tlx_hopper.backward(do, q, k, v, out, lse, None, k_off, params),
+        }
+        print(f"CPU proxy, PMA q{args.q_len} B{args.batch} H{args.heads} fill {args.fill}: host us "
+              f"before the launcher, median of {args.calls} calls (best of 3 rounds)")
+        for name, fn in calls.items():
+            for _ in range(args.calls // 10 + 1):
+                fn()
+            print(f"tlx_hopper.{name}: {min(_median_cpu_us(fn, args.calls) for _ in range(3)):.1f} us")
+    return 0
+
+
+def _median_cpu_us(fn, calls: int) -> float:
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return 1e6 * statistics.median(times)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=200)
@@ -46,7 +101,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-kv", type=int, default=1024)
     parser.add_argument("--fill", type=float, default=0.1)
     parser.add_argument("--cprofile", action="store_true", help="also the calls' top Python functions")
+    parser.add_argument("--cpu-proxy", action="store_true",
+                        help="no GPU: the host path up to Triton's launcher, on the CPU (needs fbtriton)")
     args = parser.parse_args(argv)
+    if args.cpu_proxy:
+        return cpu_proxy(args)
     import torch
     from triton.runtime import driver
 
