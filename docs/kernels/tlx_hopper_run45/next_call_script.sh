@@ -8,8 +8,12 @@
 # with the pair ping-pong), Nsight Compute of it.
 # Run: CALL_S=560 bash docs/kernels/tlx_hopper_run45/next_call_script.sh,
 #      carry [".gpu/tools", ".gpu/kernels"], timeout_s 600
+# Session 44 added (0): the host time per call after its host-path cuts (tlx_launch_probe; run
+# 41's host: forward 87.7 us, backward 130.7 us).
 source benchmarks/device_call.sh
 CAND="head_pairs=True,num_buf_kv=3"
+timeout 90 python -m benchmarks.tlx_launch_probe --calls 300 --cprofile > "$OUT/launch_probe_q128.md" 2>&1
+log "launch probe rc=$? $(grep -E '^tlx_launch:' "$OUT/launch_probe_q128.md")"
 timeout 120 python -m benchmarks.hbm_probe --only "PMA q128" --out "$OUT/hbm_probe.md" > "$OUT/hbm_probe.log" 2>&1
 log "hbm_probe rc=$?"; cat "$OUT/hbm_probe.md" >> "$OUT/call.log"
 if gpu_tests pairs tests/kernels/test_tlx_hopper.py -k "head_pairs or split_tiles_changes"; then
