@@ -1,6 +1,6 @@
 """Cross-compile the TLX Hopper kernels for sm_90 without a GPU and report resources.
 
-    /work/venv-tlx/bin/python -m benchmarks.tlx_compile_check [--dump DIR] [--only SUBSTR]
+    /work/venv-tlx/bin/python -m benchmarks.tlx_compile_check [--dump DIR] [--only SUBSTR] [--timeline]
 
 Needs fbtriton (Triton + TLX) importable; no GPU needed. For each variant prints registers, spills,
 shared memory, and counts of wgmma / TMA / mbarrier-wait / named-barrier instructions in the PTX, so a
@@ -68,7 +68,8 @@ def fwd_variants(overrides: dict | None = None):
                     yield name + " split pairs", pairs, d, dt, causal, window, bcast, q_len
 
 
-def compile_fwd(cfg, d, dt, causal, window, bcast, q_len):
+def compile_fwd(cfg, d, dt, causal, window, bcast, q_len, timeline=False):
+    """The forward variant; timeline: the diagnostic build that writes `tlx_timeline`'s stamps."""
     from kernels.tlx_hopper import o_by_tma_only
     from kernels.tlx_hopper_fwd import jfa_fwd_kernel
 
@@ -81,6 +82,8 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len):
         "sm_scale": "fp32", "window": "i32", "B": "i32", "H": "i32", "G": "i32", "q_len": "i32",
         "NUM_MB": "i32", "total_out": "i32", "ctas_per_pair": "i32", "tile_window": "i32",
     }
+    if timeline:
+        sig.update(timeline="*i64", timeline_stride="i32")
     const = dict(HEAD_DIM=d, BLOCK_N=cfg.block_n, NUM_GROUPS=cfg.num_groups,
                  NUM_BUF_Q=cfg.num_buf_q, NUM_BUF_KV=cfg.num_buf_kv,
                  CONSUMER_REGS=cfg.consumer_regs, CAUSAL=causal, HAS_WINDOW=window,
@@ -90,7 +93,9 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len):
                  LAZY_RESCALE=cfg.lazy_rescale,
                  RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
                  SPLIT_TILES=cfg.split_tiles, HEAD_PAIRS=cfg.head_pairs,
-                 PAIR_PINGPONG=cfg.pair_pingpong)
+                 PAIR_PINGPONG=cfg.pair_pingpong, TIMELINE=timeline)
+    if not timeline:  # the launcher passes None: no parameter at all in the default build
+        const.update(timeline=None, timeline_stride=None)
     return _compile(jfa_fwd_kernel, sig, const)
 
 
@@ -232,6 +237,8 @@ def main():
                     help="with --bwd: these BwdConfig fields replaced (as tlx_hopper_bench --ab-bwd)")
     ap.add_argument("--unaligned", action="store_true",
                     help="do not mark pointers 16-byte aligned (the JIT does at launch)")
+    ap.add_argument("--timeline", action="store_true",
+                    help="the forward's diagnostic build writing tlx_timeline's stamps")
     args = ap.parse_args()
     global ALIGNED_PTRS
     ALIGNED_PTRS = not args.unaligned
@@ -246,7 +253,7 @@ def main():
                 continue
             t = time.time()
             try:
-                k = compile_fwd(cfg, d, dt, causal, window, bcast, q_len)
+                k = compile_fwd(cfg, d, dt, causal, window, bcast, q_len, args.timeline)
             except Exception as exc:  # report and continue with the next variant
                 failed += 1
                 print(f"{name}: FAILED {type(exc).__name__}: {str(exc)[:2000]}", flush=True)

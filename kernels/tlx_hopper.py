@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
+from kernels import tlx_timeline
 from kernels.tlx_launch import launch
 from kernels.tlx_schedule import cached_schedule
 
@@ -390,8 +391,13 @@ def _descriptor(t: torch.Tensor, rows: int, block_rows: int, block_cols: int | N
     return desc
 
 
-def forward(query, key, value, query_offset, key_offset, params, config: FwdConfig | None = None):
-    """Jagged attention forward; returns (out, lse). See the module docstring."""
+def forward(query, key, value, query_offset, key_offset, params, config: FwdConfig | None = None,
+            timeline: list | None = None):
+    """Jagged attention forward; returns (out, lse). See the module docstring.
+
+    timeline: a list to receive the launch's per-CTA timestamps (`tlx_timeline.Timeline`, a
+    diagnostic: the kernel then also writes them; `benchmarks/tlx_timeline.py`); nothing is
+    appended when no kernel runs (no output row, or no key at all)."""
     from kernels.tlx_hopper_fwd import jfa_fwd_kernel
 
     reason = supports(query, key, value, params)
@@ -450,12 +456,20 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
     desc_k = _descriptor(key, key.shape[0], cfg.block_n)
     desc_v = _descriptor(value, value.shape[0], cfg.block_n)
     desc_o = _descriptor(out, total_out, q_box) if cfg.tma_store_o else desc_q  # else not written
+    stamps = None
+    if timeline is not None:
+        stamps = tlx_timeline.allocate(
+            n_prog, cfg.num_groups,
+            tlx_timeline.max_iterations(resident, B, ctas_per_pair, B * pairs, n_prog),
+            cfg.split_tiles, query.device)
+        timeline.append(stamps)
     launch(jfa_fwd_kernel, (n_prog,),
         desc_q, desc_k, desc_v, desc_o, out, lse,
         query_offset if query_offset is not None else key_offset, key_offset,
         tile_entry, n_entries,
         _sm_scale(params, d), 0 if window is None else int(window), B, hq, hq // hkv, q_len,
         num_mb, total_out, ctas_per_pair, cfg.tile_window or num_mb,
+        None if stamps is None else stamps.buffer, None if stamps is None else stamps.stride,
         HEAD_DIM=d, BLOCK_N=cfg.block_n, NUM_GROUPS=cfg.num_groups, NUM_BUF_Q=cfg.num_buf_q,
         NUM_BUF_KV=cfg.num_buf_kv, CONSUMER_REGS=cfg.consumer_regs, CAUSAL=bool(params.causal),
         HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
@@ -464,7 +478,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
         RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
         SPLIT_TILES=cfg.split_tiles, HEAD_PAIRS=cfg.head_pairs, PAIR_PINGPONG=cfg.pair_pingpong,
-        num_warps=4, num_stages=1,
+        TIMELINE=stamps is not None, num_warps=4, num_stages=1,
         launch_pdl=cfg.pdl)
     return out, lse
 

@@ -51,6 +51,8 @@ import triton.language.extra.tlx as tlx
 
 from kernels.tlx_schedule import (kv_block_range, kv_unmasked_range, n_iterations, seq_bounds,
                                   tile_at, wait_for_previous_kernel)
+from kernels.tlx_timeline import (ENTRY, GROUP_END, READY, mark, mark_sm, mark_tile, now,
+                                  store_stamp)
 
 BM_SPLIT = tl.constexpr(64)  # query rows per consumer group of a ping-pong tile (wgmma M)
 PINGPONG_BAR = tl.constexpr(9)  # named barriers PINGPONG_BAR + c, c < NUM_GROUPS
@@ -430,6 +432,7 @@ def jfa_fwd_kernel(
     q_off, k_off,                    # [B+1] (q_off unused with BROADCAST_Q)
     tile_entry, n_entries,           # schedule (tlx_schedule.build_schedule)
     sm_scale, window, B, H, G, q_len, NUM_MB, total_out, ctas_per_pair, tile_window,
+    timeline, timeline_stride,       # TIMELINE: int64 [n_prog, timeline_stride] (tlx_timeline)
     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, NUM_GROUPS: tl.constexpr,
     NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
@@ -437,7 +440,7 @@ def jfa_fwd_kernel(
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
     FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, HEAD_PAIRS: tl.constexpr,
-    PAIR_PINGPONG: tl.constexpr,
+    PAIR_PINGPONG: tl.constexpr, TIMELINE: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
     # SPLIT_TILES: a group computes all BLOCK_M rows of its own tiles from one resident Q tile (the
@@ -463,6 +466,8 @@ def jfa_fwd_kernel(
 
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
+    if TIMELINE:  # a diagnostic's timestamps (kernels/tlx_timeline.py)
+        entry = now()
     # ---- shared memory and barriers -------------------------------------------------------
     q_tiles = tlx.local_alloc((Q_ROWS, HEAD_DIM), dtype, TILE_GROUPS * NUM_BUF_Q)
     # HEAD_PAIRS: ring slot i holds the pair's first head in tile i, its second in NUM_BUF_KV + i
@@ -495,6 +500,10 @@ def jfa_fwd_kernel(
     else:
         o_tiles = q_tiles  # not used
     wait_for_previous_kernel(PDL)
+    if TIMELINE:  # stored after the PDL wait, before which a kernel writes no global memory
+        store_stamp(timeline, timeline_stride, ENTRY, entry)
+        mark(timeline, timeline_stride, READY)
+        mark_sm(timeline, timeline_stride)
     n_tiles = tl.load(n_entries) * H_TILES  # generic schedule: (entry, head) tiles
     n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
 
@@ -639,8 +648,12 @@ def jfa_fwd_kernel(
                         _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0 + ROW_OFF,
                                      out_row0, head, qlen, total_out, tma_o, cid, H, HEAD_DIM,
                                      TMA_STORE_O, BROADCAST_Q, O_TMA_ONLY, FAST_EPILOGUE, Q_ROWS)
+                        if TIMELINE:
+                            mark_tile(timeline, timeline_stride, it * NUM_GROUPS + cid, nblk, b)
                 valid, b, h, mb = n_valid, n_b, n_h, n_mb
                 q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
                 n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb
             if TMA_STORE_O:
                 tlx.async_descriptor_store_wait(0)  # the last O stores finish before the CTA exits
+            if TIMELINE:
+                mark(timeline, timeline_stride, GROUP_END + 2 * cid)

@@ -803,6 +803,46 @@ def test_split_tiles_refuses_a_call_it_cannot_run():
         tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
 
 
+def timeline_cases() -> list[Case]:
+    """Broadcast calls whose every tile record is predictable: the split tile (one record per tile;
+    a grid of 3 walking ~200 tiles each), three groups in ping-pong (q192: one record per group
+    and tile), odd lengths and sequences without keys."""
+    return [Case("bcast", 200, 128, 200, 2, 2), Case("bcast", 301, 128, 90, 2, 2, grid=3),
+            Case("bcast", 60, 192, 300, 3, 3)]
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", timeline_cases(), ids=lambda c: c.name)
+def test_timeline_stamps_every_tile_and_changes_no_value(case):
+    """The forward's diagnostic stamps (`kernels.tlx_timeline`): outputs bit-identical to the build
+    without them; every CTA's entry, PDL wait and group ends in order; one record per tile (and
+    group, in ping-pong) carrying its batch element and K/V block count."""
+    from kernels import tlx_hopper, tlx_timeline
+
+    q, k, v, q_off, k_off, _, k_lens = make_inputs(case, zlib.crc32(case.name.encode()))
+    params = _params(case, 1 / math.sqrt(case.d))
+    with persistent_grid(case.grid):
+        cfg = tlx_hopper.call_fwd_config(q, k, k_off, params)
+        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params)
+        stamps = []
+        out_t, lse_t = tlx_hopper.forward(q, k, v, q_off, k_off, params, timeline=stamps)
+    assert torch.equal(out, out_t) and torch.equal(lse, lse_t)
+    assert len(stamps) == 1 and stamps[0].num_groups == cfg.num_groups
+    buf = stamps[0].buffer.cpu()
+    g = cfg.num_groups
+    entry, ready = buf[:, tlx_timeline.ENTRY.value], buf[:, tlx_timeline.READY.value]
+    ends = buf[:, tlx_timeline.GROUP_END.value:tlx_timeline.GROUP_END.value + 2 * g:2]
+    assert bool((entry > 0).all() and (ready >= entry).all() and (ends >= ready[:, None]).all())
+    assert bool((buf[:, tlx_timeline.SM_ID.value] >= 0).all())
+    tiles = tlx_timeline.group_tiles(buf, g)
+    assert all(t["ns"] >= 0 and t["cycles"] > 0 for t in tiles)
+    # every batch element once per head (split tiles) or once per head and group (ping-pong)
+    per_tile = 1 if cfg.split_tiles else g
+    want = sorted([(b, -(-n // cfg.block_n)) for b, n in enumerate(k_lens)] * case.hq * per_tile)
+    assert sorted((t["batch"], t["blocks"]) for t in tiles) == want
+
+
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", flip_cases(), ids=lambda c: c.name)

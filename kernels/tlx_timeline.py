@@ -1,0 +1,134 @@
+"""Per-CTA timestamps of the tlx forward (a diagnostic, off by default): where a persistent
+kernel's time goes, CTA by CTA and tile by tile.
+
+Nsight Compute sums a launch into stall reasons; it cannot say how long a CTA waits before its
+first tile, how a tile's time grows with its K/V blocks, or how long the last CTAs run after the
+first have finished. With `tlx_hopper.forward(..., timeline=[])` the kernel (TIMELINE) also writes
+the SM's `%globaltimer` (ns, one clock for every SM) and `%clock64` (its own cycles) at a few
+points into an int64 buffer, one row per CTA; `benchmarks/tlx_timeline.py` launches and reads it.
+
+Row layout (`Timeline.buffer[cta]`), every field -1 until written:
+  [0, 1]            globaltimer, clock64 at the kernel's entry
+  [2, 3]            the same after the PDL wait (the schedule is readable)
+  [4 + 2g, 5 + 2g]  the same when consumer group g (g < 3) leaves its tile loop, its O stores drained
+  [10]              the SM the CTA ran on
+  HEADER + TILE_FIELDS * (it * num_groups + g) ...: group g's tile of iteration it, written when
+                    its epilogue has issued: globaltimer, clock64, its K/V blocks, its batch element
+A group's tile runs from its previous record (its first from the PDL wait) to its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import triton
+import triton.language as tl
+from triton.language.extra.cuda import globaltimer, smid
+
+HEADER = tl.constexpr(16)
+TILE_FIELDS = tl.constexpr(4)
+# header fields (the layout above); GROUP_END + 2g for group g
+ENTRY = tl.constexpr(0)
+READY = tl.constexpr(2)
+GROUP_END = tl.constexpr(4)
+SM_ID = tl.constexpr(10)
+
+
+@triton.jit
+def _clock64():
+    return tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [], dtype=tl.int64,
+                                     is_pure=False, pack=1)
+
+
+@triton.jit
+def _row(timeline, stride):
+    """This CTA's row. The CTA id is read where a stamp is written (not pure, so not hoisted): a
+    row address kept live across a tile loop would cost the consumers two registers, which the
+    split tile (at its register limit) pays in spills."""
+    cta = tl.inline_asm_elementwise("mov.u32 $0, %ctaid.x;", "=r", [], dtype=tl.int32, is_pure=False,
+                                    pack=1)
+    return timeline + cta.to(tl.int64) * stride
+
+
+@triton.jit
+def now():
+    """(globaltimer, clock64) at this point."""
+    return globaltimer(), _clock64()
+
+
+@triton.jit
+def store_stamp(timeline, stride, field, stamp):
+    """A `now()` stamp into fields field and field + 1 of this CTA's row."""
+    row = _row(timeline, stride)
+    tl.store(row + field, stamp[0])
+    tl.store(row + field + 1, stamp[1])
+
+
+@triton.jit
+def mark(timeline, stride, field):
+    """The time now into fields field and field + 1 of this CTA's row."""
+    store_stamp(timeline, stride, field, now())
+
+
+@triton.jit
+def mark_sm(timeline, stride):
+    tl.store(_row(timeline, stride) + SM_ID, smid().to(tl.int64))
+
+
+@triton.jit
+def mark_tile(timeline, stride, record, nblk, b):
+    """Tile record `record` of this CTA: the time now, the tile's K/V blocks and batch element."""
+    stamp = now()
+    row = _row(timeline, stride) + HEADER + record * TILE_FIELDS
+    tl.store(row, stamp[0])
+    tl.store(row + 1, stamp[1])
+    tl.store(row + 2, nblk.to(tl.int64))
+    tl.store(row + 3, b.to(tl.int64))
+
+
+@dataclasses.dataclass
+class Timeline:
+    """One launch's timestamps (`buffer`, the layout above) and what reading them needs."""
+
+    buffer: torch.Tensor   # int64 [n_prog, HEADER + TILE_FIELDS * num_groups * max_iterations]
+    num_groups: int        # consumer groups per CTA
+    split_tiles: bool      # a tile per group (iteration it in group it % num_groups), else shared
+
+    @property
+    def stride(self) -> int:
+        return self.buffer.shape[1]
+
+
+def allocate(n_prog: int, num_groups: int, max_iterations: int, split_tiles: bool,
+             device: torch.device) -> Timeline:
+    """A Timeline for a launch of n_prog CTAs of at most max_iterations tiles each, every field -1."""
+    width = HEADER.value + TILE_FIELDS.value * num_groups * max_iterations
+    return Timeline(torch.full((n_prog, width), -1, dtype=torch.int64, device=device), num_groups,
+                    split_tiles)
+
+
+def max_iterations(resident: bool, B: int, ctas_per_pair: int, n_tiles_bound: int, n_prog: int) -> int:
+    """`tlx_schedule.n_iterations` at most, on the host: the resident order's per-pair share, or
+    the generic order's share of at most n_tiles_bound tiles."""
+    return triton.cdiv(B, ctas_per_pair) if resident else triton.cdiv(n_tiles_bound, n_prog)
+
+
+def group_tiles(buffer: torch.Tensor, num_groups: int) -> list[dict]:
+    """Every tile record of a timeline's buffer as {cta, group, blocks, batch, end, ns, cycles}: its
+    epilogue's stamp (globaltimer ns) and its time from the group's previous stamp (the first from
+    the PDL wait), in ns and SM cycles."""
+    header, fields, ready = HEADER.value, TILE_FIELDS.value, READY.value
+    tiles = []
+    for cta, row in enumerate(buffer.tolist()):
+        records = [row[i:i + fields] for i in range(header, len(row), fields)]
+        for group in range(num_groups):
+            prev_ns, prev_cycles = row[ready], row[ready + 1]
+            for ns, cycles, blocks, batch in records[group::num_groups]:
+                if ns < 0:
+                    continue  # the group took no tile at this iteration (split tiles: the other's)
+                tiles.append(dict(cta=cta, group=group, blocks=blocks, batch=batch, end=ns,
+                                  ns=ns - prev_ns, cycles=cycles - prev_cycles))
+                prev_ns, prev_cycles = ns, cycles
+    return tiles
+

@@ -1,0 +1,67 @@
+"""benchmarks.tlx_timeline's reading of a forward's per-CTA stamps (synthetic buffers on the CPU;
+the GPU test of the stamps themselves is in tests/kernels/test_tlx_hopper.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from benchmarks import tlx_timeline as tool
+from kernels import tlx_timeline
+from tests.kernels.timeline_samples import two_ctas
+
+
+def test_summary_of_a_launch():
+    s = tool.summarise(two_ctas())
+    assert (s["ctas"], s["sms"], s["tiles"]) == (2, 2, 5)
+    assert s["span_us"] == pytest.approx(8.5)  # entry 1,000 to the last end 9,500
+    assert s["entries_us"] == pytest.approx(0.2)
+    assert s["ready_us"] == pytest.approx(2.0)
+    assert s["first_tile_us"] == pytest.approx((4.0 + 3.0) / 2)  # 5,000 - 1,000 and 4,200 - 1,200
+    assert s["end_us"] == pytest.approx((8.5 + 4.6) / 2)
+    assert s["tail_us"] == pytest.approx(8.5 - (8.5 + 4.6) / 2)
+    assert s["busy"] == pytest.approx((8.5 / 8.5 + 4.4 / 8.5) / 2)
+    # tiles of 1, 2, 2, 3, 4 blocks took 1,000, 2,000, 2,000, 3,000, 4,000 ns: 0 + 1,000 per block
+    assert s["tile_ns"] == pytest.approx((0.0, 1000.0), abs=1e-6)
+    assert s["tile_cycles"] == pytest.approx((0.0, 2000.0), abs=1e-6)
+    assert s["tile_median_ns"] == {1: 1000, 2: 2000, 3: 3000, 4: 4000}
+
+
+def test_fit_line_with_one_block_count_is_flat():
+    assert tool.fit_line([3, 3, 3], [1.0, 2.0, 3.0]) == (2.0, 0.0)
+    assert tool.fit_line([1, 2, 3], [3.0, 5.0, 7.0]) == pytest.approx((1.0, 2.0))
+
+
+def test_a_launch_without_stamps_is_refused():
+    with pytest.raises(ValueError, match="timeline: a CTA left no entry stamp"):
+        tool.summarise(tlx_timeline.allocate(3, 2, 4, True, torch.device("cpu")))
+
+
+def _saved(tmp_path):
+    t = two_ctas()
+    path = tmp_path / "t.pt"
+    torch.save(dict(title="synthetic", timelines=[dict(buffer=t.buffer, num_groups=2, split_tiles=True)] * 2),
+               path)
+    return path
+
+
+def test_saved_timelines_are_read_back_into_the_table(tmp_path, capsys):
+    assert tool.main(["--load", str(_saved(tmp_path)), "--out", str(tmp_path / "t.md")]) == 0
+    text = (tmp_path / "t.md").read_text()
+    assert text.startswith("## tlx forward timeline: synthetic")
+    assert "| span (µs) | 8.50 | 8.50 |" in text
+    assert "| tile = a + b * blocks (ns) | 0 + 1000 b | 0 + 1000 b |" in text
+    assert "| median tile of 3 blocks (ns) | 3000 | 3000 |" in text
+    assert text.strip() == capsys.readouterr().out.strip()
+
+
+def test_saved_timeline_is_plotted(tmp_path):
+    pytest.importorskip("matplotlib")
+    assert tool.main(["--load", str(_saved(tmp_path)), "--plot", str(tmp_path / "t.png")]) == 0
+    assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_recording_needs_a_gpu():
+    with pytest.raises(SystemExit, match="tlx_timeline needs a CUDA device"):
+        tool.main(["--samples", "1"])

@@ -1,0 +1,31 @@
+"""`kernels.tlx_timeline`'s host side: the stamps buffer and its tile records (CPU; the kernel's
+stamps are checked on the GPU in test_tlx_hopper.py)."""
+
+from __future__ import annotations
+
+import torch
+
+from kernels import tlx_timeline
+from tests.kernels.timeline_samples import two_ctas
+
+
+def test_tiles_are_timed_from_the_groups_previous_stamp():
+    tiles = tlx_timeline.group_tiles(two_ctas().buffer, 2)
+    got = sorted((t["cta"], t["group"], t["blocks"], t["batch"], t["ns"], t["cycles"]) for t in tiles)
+    assert got == [
+        (0, 0, 2, 10, 2000, 4000),  # from the PDL wait (3,000) to 5,000
+        (0, 0, 4, 12, 4000, 8000),  # from group 0's previous tile, not group 1's
+        (0, 1, 3, 11, 3000, 6000),  # group 1's first: from the PDL wait
+        (1, 0, 1, 20, 1000, 2000),
+        (1, 1, 2, 21, 2000, 4000),
+    ]
+
+
+def test_buffer_shape_follows_the_launch():
+    t = tlx_timeline.allocate(132, 2, 24, True, torch.device("cpu"))
+    width = tlx_timeline.HEADER.value + tlx_timeline.TILE_FIELDS.value * 2 * 24
+    assert t.buffer.shape == (132, width) and t.stride == width
+    assert bool((t.buffer == -1).all())
+    # resident: a pair's CTAs share its batch elements; generic: the tiles over every CTA
+    assert tlx_timeline.max_iterations(True, 768, 33, 3072, 132) == 24
+    assert tlx_timeline.max_iterations(False, 768, 1, 768 * 8 * 4, 132) == 187
