@@ -19,7 +19,8 @@ Per sample (µs from the first CTA's entry; medians over CTAs unless said):
 - first tile: entry to the CTA's first epilogue;
 - end, tail: the CTAs' last group end, and the last one's lead over the median (load imbalance
   plus the last tiles' drain);
-- busy: the CTAs' entry-to-end time over the span, averaged;
+- busy: the CTAs' entry-to-end time over the span, averaged; the SM clock over the tiles (their
+  cycles over their globaltimer time: the power cap's clock);
 - tiles: a group's tile time from its previous epilogue (its first from the PDL wait), fitted
   over all tiles as a + b * blocks (least squares), in ns and in SM cycles, and its median per
   block count.
@@ -84,6 +85,8 @@ def summarise(timeline: tlx_timeline.Timeline) -> dict:
         end_us=us(statistics.median((cta_end - t0).tolist())),
         tail_us=us(int(cta_end.max()) - statistics.median(cta_end.tolist())),
         busy=statistics.fmean(((cta_end - entry) / span).tolist()) if span > 0 else float("nan"),
+        # the SM clock over the tiles (cycles per globaltimer µs): the regime's clock (power cap)
+        clock_mhz=1e3 * sum(t["cycles"] for t in tiles) / max(sum(t["ns"] for t in tiles), 1),
         tile_ns=(a_ns, b_ns), tile_cycles=(a_cy, b_cy),
         tile_median_ns={k: statistics.median(v) for k, v in sorted(by_blocks.items())},
     )
@@ -94,7 +97,8 @@ def table(samples: list[dict]) -> str:
     rows = [("span (µs)", "span_us", "{:.2f}"), ("CTA entries spread (µs)", "entries_us", "{:.2f}"),
             ("entry to PDL wait's end (µs)", "ready_us", "{:.2f}"),
             ("entry to first epilogue (µs)", "first_tile_us", "{:.2f}"), ("CTA end (µs)", "end_us", "{:.2f}"),
-            ("tail: last end - median end (µs)", "tail_us", "{:.2f}"), ("busy (CTA time / span)", "busy", "{:.3f}")]
+            ("tail: last end - median end (µs)", "tail_us", "{:.2f}"), ("busy (CTA time / span)", "busy", "{:.3f}"),
+            ("SM clock over the tiles (MHz)", "clock_mhz", "{:.0f}")]
     head = "| | " + " | ".join(f"sample {i + 1}" for i in range(len(samples))) + " |"
     lines = [head, "|---|" + "--:|" * len(samples)]
     for label, key, fmt in rows:
@@ -203,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         title += f"; call {with_ms:.4f} ms with the stamps, {without_ms:.4f} ms without (medians)"
         if args.save:
             torch.save(dict(title=title, timelines=[
-                dict(buffer=t.buffer.cpu(), num_groups=t.num_groups, split_tiles=t.split_tiles)
+                dict(buffer=t.buffer.cpu(), num_groups=t.num_groups)
                 for t in timelines]), args.save)
     text = f"## tlx forward timeline: {title}\n\n" + table([summarise(t) for t in timelines])
     print(text)

@@ -460,8 +460,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
     if timeline is not None:
         stamps = tlx_timeline.allocate(
             n_prog, cfg.num_groups,
-            tlx_timeline.max_iterations(resident, B, ctas_per_pair, B * pairs, n_prog),
-            cfg.split_tiles, query.device)
+            tlx_timeline.max_iterations(resident, B, ctas_per_pair, B * pairs, n_prog), query.device)
         timeline.append(stamps)
     launch(jfa_fwd_kernel, (n_prog,),
         desc_q, desc_k, desc_v, desc_o, out, lse,

@@ -92,20 +92,17 @@ class Timeline:
     """One launch's timestamps (`buffer`, the layout above) and what reading them needs."""
 
     buffer: torch.Tensor   # int64 [n_prog, HEADER + TILE_FIELDS * num_groups * max_iterations]
-    num_groups: int        # consumer groups per CTA
-    split_tiles: bool      # a tile per group (iteration it in group it % num_groups), else shared
+    num_groups: int        # consumer groups per CTA (a group's records: every num_groups-th)
 
     @property
     def stride(self) -> int:
         return self.buffer.shape[1]
 
 
-def allocate(n_prog: int, num_groups: int, max_iterations: int, split_tiles: bool,
-             device: torch.device) -> Timeline:
+def allocate(n_prog: int, num_groups: int, max_iterations: int, device: torch.device) -> Timeline:
     """A Timeline for a launch of n_prog CTAs of at most max_iterations tiles each, every field -1."""
     width = HEADER.value + TILE_FIELDS.value * num_groups * max_iterations
-    return Timeline(torch.full((n_prog, width), -1, dtype=torch.int64, device=device), num_groups,
-                    split_tiles)
+    return Timeline(torch.full((n_prog, width), -1, dtype=torch.int64, device=device), num_groups)
 
 
 def max_iterations(resident: bool, B: int, ctas_per_pair: int, n_tiles_bound: int, n_prog: int) -> int:

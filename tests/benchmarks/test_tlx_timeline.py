@@ -25,6 +25,7 @@ def test_summary_of_a_launch():
     assert s["tile_ns"] == pytest.approx((0.0, 1000.0), abs=1e-6)
     assert s["tile_cycles"] == pytest.approx((0.0, 2000.0), abs=1e-6)
     assert s["tile_median_ns"] == {1: 1000, 2: 2000, 3: 3000, 4: 4000}
+    assert s["clock_mhz"] == pytest.approx(2000.0)  # two cycles per ns
 
 
 def test_fit_line_with_one_block_count_is_flat():
@@ -34,13 +35,13 @@ def test_fit_line_with_one_block_count_is_flat():
 
 def test_a_launch_without_stamps_is_refused():
     with pytest.raises(ValueError, match="timeline: a CTA left no entry stamp"):
-        tool.summarise(tlx_timeline.allocate(3, 2, 4, True, torch.device("cpu")))
+        tool.summarise(tlx_timeline.allocate(3, 2, 4, torch.device("cpu")))
 
 
 def _saved(tmp_path):
     t = two_ctas()
     path = tmp_path / "t.pt"
-    torch.save(dict(title="synthetic", timelines=[dict(buffer=t.buffer, num_groups=2, split_tiles=True)] * 2),
+    torch.save(dict(title="synthetic", timelines=[dict(buffer=t.buffer, num_groups=2)] * 2),
                path)
     return path
 

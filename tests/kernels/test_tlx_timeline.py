@@ -22,7 +22,7 @@ def test_tiles_are_timed_from_the_groups_previous_stamp():
 
 
 def test_buffer_shape_follows_the_launch():
-    t = tlx_timeline.allocate(132, 2, 24, True, torch.device("cpu"))
+    t = tlx_timeline.allocate(132, 2, 24, torch.device("cpu"))
     width = tlx_timeline.HEADER.value + tlx_timeline.TILE_FIELDS.value * 2 * 24
     assert t.buffer.shape == (132, width) and t.stride == width
     assert bool((t.buffer == -1).all())

@@ -15,7 +15,7 @@ def two_ctas() -> tlx_timeline.Timeline:
     CTA 1: entry 1,200, ready 3,200; tiles at 4,200 (1 block) and 5,200 (iteration 1, 2 blocks);
     ends 4,500 / 5,600. Cycles are twice the ns since the entry.
     """
-    t = tlx_timeline.allocate(2, 2, 3, True, torch.device("cpu"))
+    t = tlx_timeline.allocate(2, 2, 3, torch.device("cpu"))
     b = t.buffer
 
     def stamp(cta, field, ns):
