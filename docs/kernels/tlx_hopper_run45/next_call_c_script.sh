@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Prepared in session 44 (no machine lent), the third of the next device calls (after
+# next_call_a_script.sh and next_call_script.sh; if head pairs became the default in between,
+# this times the new default): up to three full tables whose rows now record each timing's host
+# µs per call (`timed_host_us`), so a host-stalled fill-0.1 sample shows as such; the host's load
+# before each (uptime) beside them.
+# Run: CALL_S=560 bash docs/kernels/tlx_hopper_run45/next_call_c_script.sh,
+#      carry [".gpu/tools", ".gpu/kernels"], timeout_s 600
+source benchmarks/device_call.sh
+uptime >> "$OUT/call.log"
+tables bench46 3
+for f in "$OUT"/bench46_*.jsonl; do
+  python - "$f" <<'PY' >> "$OUT/call.log" 2>&1
+import json, sys
+for line in open(sys.argv[1]):
+    row = json.loads(line)
+    if "fill0.1" in row["name"]:
+        print(sys.argv[1].rsplit("/", 1)[-1], row["name"], "tlx fwd ms", round(row["tlx_fwd_ms"], 4),
+              "host us per timing [p10, median]", row.get("timed_host_us"))
+PY
+done
+finish
