@@ -1,6 +1,7 @@
 """Cross-compile the TLX Hopper kernels for sm_90 without a GPU and report resources.
 
     /work/venv-tlx/bin/python -m benchmarks.tlx_compile_check [--dump DIR] [--only SUBSTR] [--timeline]
+        [--bound VARIANT]
 
 Needs fbtriton (Triton + TLX) importable; no GPU needed. For each variant prints registers, spills,
 shared memory, and counts of wgmma / TMA / mbarrier-wait / named-barrier instructions in the PTX, so a
@@ -68,8 +69,9 @@ def fwd_variants(overrides: dict | None = None):
                     yield name + " split pairs", pairs, d, dt, causal, window, bcast, q_len
 
 
-def compile_fwd(cfg, d, dt, causal, window, bcast, q_len, timeline=False):
-    """The forward variant; timeline: the diagnostic build that writes `tlx_timeline`'s stamps."""
+def compile_fwd(cfg, d, dt, causal, window, bcast, q_len, timeline=False, kernel=None):
+    """The forward variant; timeline: the diagnostic build that writes `tlx_timeline`'s stamps;
+    kernel: another build of jfa_fwd_kernel's source (`tlx_fwd_bound`'s timing-only variants)."""
     from kernels.tlx_hopper import o_by_tma_only
     from kernels.tlx_hopper_fwd import jfa_fwd_kernel
 
@@ -96,7 +98,7 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len, timeline=False):
                  PAIR_PINGPONG=cfg.pair_pingpong, TIMELINE=timeline)
     if not timeline:  # the launcher passes None: no parameter at all in the default build
         const.update(timeline=None, timeline_stride=None)
-    return _compile(jfa_fwd_kernel, sig, const)
+    return _compile(kernel or jfa_fwd_kernel, sig, const)
 
 
 def _compile(fn, sig: dict, const: dict):
@@ -239,6 +241,8 @@ def main():
                     help="do not mark pointers 16-byte aligned (the JIT does at launch)")
     ap.add_argument("--timeline", action="store_true",
                     help="the forward's diagnostic build writing tlx_timeline's stamps")
+    ap.add_argument("--bound", metavar="VARIANT",
+                    help="a timing-only forward of benchmarks.tlx_fwd_bound (nomath, nostore)")
     args = ap.parse_args()
     global ALIGNED_PTRS
     ALIGNED_PTRS = not args.unaligned
@@ -248,12 +252,17 @@ def main():
         from kernels.tlx_hopper import FwdConfig
 
         overrides = parse_overrides(args.fwd_config, FwdConfig, "--fwd-config")
+        kernel = None
+        if args.bound:
+            from benchmarks.tlx_fwd_bound import variant_kernel
+
+            kernel = variant_kernel(args.bound)
         for name, cfg, d, dt, causal, window, bcast, q_len in fwd_variants(overrides):
             if args.only not in name:
                 continue
             t = time.time()
             try:
-                k = compile_fwd(cfg, d, dt, causal, window, bcast, q_len, args.timeline)
+                k = compile_fwd(cfg, d, dt, causal, window, bcast, q_len, args.timeline, kernel)
             except Exception as exc:  # report and continue with the next variant
                 failed += 1
                 print(f"{name}: FAILED {type(exc).__name__}: {str(exc)[:2000]}", flush=True)
