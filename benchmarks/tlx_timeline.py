@@ -149,7 +149,7 @@ def record(shape: str, regime: str, samples: int,
     median ms with the stamps and without them (CUDA events around the call, schedule build
     included, each after the regime's preparation)."""
     from benchmarks.tlx_hopper_bench import build, override_configs, settle, shape_params, shapes
-    from benchmarks.writeback_probe import HOST_SLACK_CYCLES, read_through
+    from benchmarks.writeback_probe import HOST_SLACK_CYCLES, read_through, write_through
     from kernels import tlx_hopper
 
     names = [s["name"] for s in shapes()]
@@ -162,9 +162,10 @@ def record(shape: str, regime: str, samples: int,
     call = lambda timeline=None: tlx_hopper.forward(x["q"], x["k"], x["v"], x["q_off"], x["k_off"],  # noqa: E731
                                                     params, timeline=timeline)
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    scratch = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
-    sink = torch.empty(1, dtype=torch.int64, device="cuda")
-    prepare = {"dirty": scratch.zero_, "clean": lambda: read_through(scratch, sink), "none": lambda: None}[regime]
+    scratch = torch.empty(2 * l2 // 4, dtype=torch.float32, device="cuda")  # as writeback_probe's
+    sink = torch.empty(1, dtype=torch.float32, device="cuda")
+    prepare = {"dirty": lambda: write_through(scratch), "clean": lambda: read_through(scratch, sink),
+               "none": lambda: None}[regime]
     timelines: list = []
     ms = {True: [], False: []}
     settle(call)
