@@ -38,6 +38,37 @@ def test_variant_compiles_without_wgmma():
     assert len(lines) == 2 and all("HGMMA=0 " in line and "STL/LDL=0/0" in line for line in lines), lines
 
 
+def test_the_variant_runs_on_its_side_of_each_round_only(monkeypatch):
+    """The A/B's B side launches the variant (the kernel the forward imports at its call), the A
+    side and everything after the real one (the device replaced by fakes; fbtriton for the variant's
+    module)."""
+    pytest.importorskip("triton.language.extra.tlx")
+    from benchmarks import tlx_hopper_bench as tb
+    from kernels import tlx_hopper, tlx_hopper_fwd
+
+    real, launched, timed = tlx_hopper_fwd.jfa_fwd_kernel, [], []
+
+    def forward(*args, **kwargs):
+        launched.append(tlx_hopper_fwd.jfa_fwd_kernel)
+        return torch.zeros(4), torch.zeros(4)
+
+    def bench(fn, grads=None):
+        fn()
+        timed.append(launched[-1])
+        return 0.9 if launched[-1] is real else 0.8
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(tb, "build", lambda sh: dict(q=None, k=None, v=None, q_off=None, k_off=None))
+    monkeypatch.setattr(tb, "shape_params", lambda sh, x: None)
+    monkeypatch.setattr(tb, "bench", bench)
+    monkeypatch.setattr(tlx_hopper, "forward", forward)
+    assert tlx_fwd_bound.main(["--only", "PMA q128 fill0.1", "--rounds", "2"]) == 0
+    variant = launched[0]  # the zeros check runs the variant once before the rounds
+    assert variant is not real and variant.fn.__module__ == "tlx_hopper_fwd_nomath"
+    assert timed == [real, variant, variant, real]  # A (first), then rounds B | B A
+    assert tlx_hopper_fwd.jfa_fwd_kernel is real
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 def test_timing_needs_a_gpu():
     with pytest.raises(SystemExit, match="tlx_fwd_bound needs a CUDA device"):
