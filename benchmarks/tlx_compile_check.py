@@ -67,6 +67,9 @@ def fwd_variants(overrides: dict | None = None):
                     # the head-pair candidate (FwdConfig.head_pairs: Hq == Hkv even)
                     pairs = dataclasses.replace(split, head_pairs=True, num_buf_kv=3)
                     yield name + " split pairs", pairs, d, dt, causal, window, bcast, q_len
+                    # the balanced-split candidate (FwdConfig.balanced_split)
+                    balanced = dataclasses.replace(split, balanced_split=True)
+                    yield name + " split balanced", balanced, d, dt, causal, window, bcast, q_len
 
 
 def compile_fwd(cfg, d, dt, causal, window, bcast, q_len, timeline=False, kernel=None):
@@ -95,7 +98,8 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len, timeline=False, kernel
                  LAZY_RESCALE=cfg.lazy_rescale,
                  RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
                  SPLIT_TILES=cfg.split_tiles, HEAD_PAIRS=cfg.head_pairs,
-                 PAIR_PINGPONG=cfg.pair_pingpong, TIMELINE=timeline)
+                 PAIR_PINGPONG=cfg.pair_pingpong, BALANCED_SPLIT=cfg.balanced_split,
+                 TIMELINE=timeline)
     if not timeline:  # the launcher passes None: no parameter at all in the default build
         const.update(timeline=None, timeline_stride=None)
     return _compile(kernel or jfa_fwd_kernel, sig, const)

@@ -180,6 +180,14 @@ class FwdConfig:
     # with head_pairs: the two groups take turns issuing QK^T, as in the ping-pong tile (they walk
     # the same blocks), instead of each issuing as soon as its K block is in
     pair_pingpong: bool = False
+    # with split_tiles (one head per tile): each tile goes to the group with less estimated work so
+    # far (its K/V blocks plus `tlx_hopper_fwd.SPLIT_TILE_COST` per tile, both groups walking every
+    # tile and agreeing) instead of every other tile to each. The CTA's tiles come heaviest first,
+    # so alternating hands group 0 the heavier tile of every pair and, with an odd count, one more:
+    # a model of the q128 fill-0.1 lengths (session 44) puts the last CTA's end 6-7 % above an even
+    # split that way, 1.6-2 % with the balance. O and LSE bit-identical (a tile's computation does
+    # not depend on its group)
+    balanced_split: bool = False
 
     @property
     def block_m(self) -> int:
@@ -428,6 +436,9 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
                          "O is staged in a group's Q slot while the next tile's Q loads into the other")
     if cfg.pair_pingpong and not cfg.head_pairs:
         raise ValueError("tlx FwdConfig: pair_pingpong needs head_pairs")
+    if cfg.balanced_split and not (cfg.split_tiles and not cfg.head_pairs):
+        raise ValueError("tlx FwdConfig: balanced_split needs split_tiles without head_pairs (a head "
+                         "pair's tile is read by both groups)")
     if cfg.head_pairs:
         reason = head_pairs_refusal(cfg, hq, hkv)
         if reason is not None:
@@ -477,7 +488,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
         RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
         SPLIT_TILES=cfg.split_tiles, HEAD_PAIRS=cfg.head_pairs, PAIR_PINGPONG=cfg.pair_pingpong,
-        TIMELINE=stamps is not None, num_warps=4, num_stages=1,
+        BALANCED_SPLIT=cfg.balanced_split, TIMELINE=stamps is not None, num_warps=4, num_stages=1,
         launch_pdl=cfg.pdl)
     return out, lse
 

@@ -55,6 +55,9 @@ from kernels.tlx_timeline import (ENTRY, GROUP_END, READY, mark, mark_sm, mark_t
                                   store_stamp)
 
 BM_SPLIT = tl.constexpr(64)  # query rows per consumer group of a ping-pong tile (wgmma M)
+# BALANCED_SPLIT: a tile's fixed cost (first block's wait, epilogue) in K/V blocks, beside its
+# blocks, in the groups' work estimate (a guess; the forward's timeline fits it: tlx_timeline)
+SPLIT_TILE_COST = tl.constexpr(2)
 PINGPONG_BAR = tl.constexpr(9)  # named barriers PINGPONG_BAR + c, c < NUM_GROUPS
 O_STAGE_BAR = tl.constexpr(12)  # broadcast TMA_STORE_O: group c's O tile is free (O_STAGE_BAR + c)
 
@@ -440,7 +443,7 @@ def jfa_fwd_kernel(
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
     FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, HEAD_PAIRS: tl.constexpr,
-    PAIR_PINGPONG: tl.constexpr, TIMELINE: tl.constexpr,
+    PAIR_PINGPONG: tl.constexpr, BALANCED_SPLIT: tl.constexpr, TIMELINE: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
     # SPLIT_TILES: a group computes all BLOCK_M rows of its own tiles from one resident Q tile (the
@@ -458,6 +461,8 @@ def jfa_fwd_kernel(
     # the groups take turns issuing QK^T (named barriers PINGPONG_BAR + c): every tile of the
     # ping-pong tile, and with PAIR_PINGPONG the head pairs' (both groups walk the same blocks)
     tl.static_assert(not PAIR_PINGPONG or HEAD_PAIRS)
+    # BALANCED_SPLIT: a split tile goes to the group with less estimated work so far
+    tl.static_assert(not BALANCED_SPLIT or (SPLIT_TILES and not HEAD_PAIRS))
     PINGPONG: tl.constexpr = not SPLIT_TILES or PAIR_PINGPONG
     dtype: tl.constexpr = tlx.dtype_of(desc_k)
     ELEM_BYTES: tl.constexpr = tlx.size_of(dtype)
@@ -530,6 +535,8 @@ def jfa_fwd_kernel(
             cnt_q = 0
             last_q = -1
             held_o = 0  # O_IN_Q: the last Q slot holds an O slice a TMA store may still read
+            if BALANCED_SPLIT:
+                work = 0  # group 1's estimated work so far minus group 0's
             if PINGPONG and cid == NUM_GROUPS - 1:
                 tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # group 0 issues first
             valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H_TILES,
@@ -548,7 +555,12 @@ def jfa_fwd_kernel(
                     lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW,
                                               BLOCK_M, BLOCK_N)
                     theirs = False  # SPLIT_TILES: the other group's tile (else a compile-time False)
-                    if SPLIT_TILES and not HEAD_PAIRS:
+                    if BALANCED_SPLIT:
+                        # both groups walk every tile and agree on its owner: the one behind
+                        owner = (work < 0).to(tl.int32)
+                        work += tl.where(owner == 0, -1, 1) * (nblk + SPLIT_TILE_COST)
+                        theirs = owner != cid
+                    elif SPLIT_TILES and not HEAD_PAIRS:
                         theirs = it % NUM_GROUPS != cid
                     if theirs:  # its K/V blocks pass by in the ring: step the counter over them
                         cnt_kv += nblk

@@ -737,6 +737,30 @@ def test_split_tiles_changes_no_value(case):
     assert torch.equal(out, out_p) and torch.equal(lse, lse_p)
 
 
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", split_tiles_cases(), ids=lambda c: c.name)
+def test_balanced_split_changes_no_value(case):
+    """FwdConfig.balanced_split (a split tile to the group with less estimated work, not every
+    other one) against the reference, and bit-identical with the alternating split: a tile's
+    computation does not depend on its group. The cases include a grid of 3 (hundreds of tiles
+    per CTA, so the groups' owners drift far from alternation) and idle groups."""
+    from kernels import tlx_hopper
+
+    inputs = make_inputs(case, zlib.crc32(case.name.encode()))
+    res = check_forward(case, inputs=inputs, overrides={**SPLIT_TILES, "balanced_split": True})
+    assert res["ok"], res
+    q, k, v, q_off, k_off, _, _ = inputs
+    params = _params(case, 1 / math.sqrt(case.d))
+    with persistent_grid(case.grid):
+        default = tlx_hopper.call_fwd_config(q, k, k_off, params)
+        assert default.split_tiles and not default.balanced_split
+        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
+        out_b, lse_b = tlx_hopper.forward(q, k, v, q_off, k_off, params,
+                                          config=dataclasses.replace(default, balanced_split=True))
+    assert torch.equal(out, out_b) and torch.equal(lse, lse_b)
+
+
 def head_pairs_cases() -> list[Case]:
     """The split-tile cases with as many key heads as query heads (two or four): odd lengths,
     sequences without keys, one-key sequences, fp16, a grid of 3 CTAs, fewer tiles than CTAs."""

@@ -202,6 +202,26 @@ def test_forward_timeline_buffer(launches, h200, stamped):
     assert args["timeline"] is t.buffer and args["timeline_stride"] == width
 
 
+@pytest.mark.parametrize("split", [False, True], ids=["pingpong", "split"])
+def test_balanced_split_needs_split_tiles(launches, h200, split):
+    """balanced_split reaches the kernel with split tiles, and without them is refused by its rule
+    before any launch."""
+    call = _pma_call(128, 4)
+    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
+    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True), split_tiles=split,
+                              late_p_cast=not split, balanced_split=True)
+    run = lambda: tlx_hopper.forward(call["query"], call["key"], call["value"], None,  # noqa: E731
+                                     call["key_offset"], params, config=cfg)
+    if not split:
+        with pytest.raises(ValueError, match="balanced_split needs split_tiles without head_pairs"):
+            run()
+        assert launches == []
+        return
+    run()
+    [(_, _, args)] = launches
+    assert args["BALANCED_SPLIT"] is True and args["SPLIT_TILES"] is True
+
+
 def test_head_pairs_refused_before_any_launch(launches, h200):
     """GQA with head_pairs: the rule, and nothing launched."""
     call = _pma_call(128, 4)

@@ -1,0 +1,99 @@
+"""A model of how evenly the split-tile forward's two consumer groups share a CTA's tiles (CPU).
+
+    python -m benchmarks.split_balance_model [--shape "PMA q128 fill0.1"] [--tile-cost 1,2,3]
+        [--noise 0,0.1]
+
+The resident schedule deals a head's batch elements heaviest first, zigzag over its CTAs
+(`tlx_schedule`); a CTA's two groups then take its tiles either alternately (the split tile:
+group 0 gets every heavier tile of a pair and, with an odd count, one more) or each to the group
+with less estimated work so far (`FwdConfig.balanced_split`, estimating a tile as its K/V blocks
+plus `tlx_hopper_fwd.SPLIT_TILE_COST`). A tile takes `cost + blocks` time units, times
+(1 + noise * N(0, 1)); the groups run independently (the shared K/V ring's coupling is left out),
+and a CTA ends with its slower group. Printed: the last CTA's end over an even share of all the
+work (1.0 = perfect balance) for both assignments, and for tiles claimed at run time by whichever
+group is free first (no static deal at all). A model of the lengths the bench draws, not a
+measurement: the forward's timeline (`benchmarks/tlx_timeline.py`) measures the real tail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import random
+
+import torch
+
+
+def deal(weights: list[int], ctas: int) -> list[list[int]]:
+    """The resident schedule's deal: weights sorted heaviest first, round r over the CTAs forward
+    when r is even, backward when odd."""
+    order = sorted(weights, reverse=True)
+    per: list[list[int]] = [[] for _ in range(ctas)]
+    for j, w in enumerate(order):
+        r, p = divmod(j, ctas)
+        per[p if r % 2 == 0 else ctas - 1 - p].append(w)
+    return per
+
+
+def static_end(weights: list[int], ctas: int, cost: float, balanced: bool, estimate: int,
+               noise: float, seed: int = 0) -> float:
+    """The last CTA's end with the tiles of each CTA split between its two groups, alternately or
+    to the group with less estimated work (blocks + estimate per tile)."""
+    rnd = random.Random(seed)
+    end = 0.0
+    for tiles in deal(weights, ctas):
+        busy, est = [0.0, 0.0], [0, 0]
+        for i, w in enumerate(tiles):
+            g = (0 if est[0] <= est[1] else 1) if balanced else i % 2
+            est[g] += w + estimate
+            busy[g] += (cost + w) * (1 + noise * rnd.gauss(0, 1))
+        end = max(end, *busy)
+    return end
+
+
+def claimed_end(weights: list[int], ctas: int, cost: float, noise: float, seed: int = 0) -> float:
+    """The last end with every tile (heaviest first) claimed by the first free group of any CTA."""
+    rnd = random.Random(seed)
+    free = [0.0] * (2 * ctas)
+    heapq.heapify(free)
+    end = 0.0
+    for w in sorted(weights, reverse=True):
+        t = heapq.heappop(free) + (cost + w) * (1 + noise * rnd.gauss(0, 1))
+        end = max(end, t)
+        heapq.heappush(free, t)
+    return end
+
+
+def main(argv: list[str] | None = None) -> int:
+    from benchmarks.tlx_hopper_bench import lengths, shapes
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shape", default="PMA q128 fill0.1", help="a tlx_hopper_bench PMA shape")
+    ap.add_argument("--block-n", type=int, default=32, help="keys per K/V block")
+    ap.add_argument("--sms", type=int, default=132)
+    ap.add_argument("--tile-cost", default="1,2,3", help="a tile's fixed cost in blocks (comma-separated)")
+    ap.add_argument("--estimate", type=int, default=2, help="the balance's per-tile estimate in blocks")
+    ap.add_argument("--noise", default="0,0.1", help="relative spread of a tile's time (comma-separated)")
+    args = ap.parse_args(argv)
+    sh = {s["name"]: s for s in shapes()}.get(args.shape)
+    if sh is None or sh["kind"] != "bcast":
+        raise SystemExit(f"--shape: expected a PMA shape of tlx_hopper_bench, got {args.shape!r}")
+    lens = lengths(sh["B"], sh["max_kv"], sh["fill"], torch.Generator().manual_seed(0)).tolist()
+    weights = [-(-n // args.block_n) for n in lens]
+    ctas = args.sms // sh["H"]  # one q-block per head: the CTAs of a head's pair
+    print(f"{args.shape}: {len(weights)} tiles per head over {ctas} CTAs, mean {sum(weights) / len(weights):.2f} "
+          f"blocks; the last CTA's end over an even share of the work")
+    print("| tile cost (blocks) | noise | alternate | balanced | claimed at run time |")
+    print("|--:|--:|--:|--:|--:|")
+    for cost in map(float, args.tile_cost.split(",")):
+        share = sum(cost + w for w in weights) / (2 * ctas)
+        for noise in map(float, args.noise.split(",")):
+            alt = static_end(weights, ctas, cost, False, args.estimate, noise) / share
+            bal = static_end(weights, ctas, cost, True, args.estimate, noise) / share
+            dyn = claimed_end(weights, ctas, cost, noise) / share
+            print(f"| {cost:g} | {noise:g} | {alt:.3f} | {bal:.3f} | {dyn:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
