@@ -7,7 +7,7 @@ The resident schedule deals a head's batch elements heaviest first, zigzag over 
 (`tlx_schedule`); a CTA's two groups then take its tiles either alternately (the split tile:
 group 0 gets every heavier tile of a pair and, with an odd count, one more) or each to the group
 with less estimated work so far (`FwdConfig.balanced_split`, estimating a tile as its K/V blocks
-plus `tlx_hopper_fwd.SPLIT_TILE_COST`). A tile takes `cost + blocks` time units, times
+plus `FwdConfig.split_tile_cost`). A tile takes `cost + blocks` time units, times
 (1 + noise * N(0, 1)); the groups run independently (the shared K/V ring's coupling is left out),
 and a CTA ends with its slower group. Printed: the last CTA's end over an even share of all the
 work (1.0 = perfect balance) for both assignments, and for tiles claimed at run time by whichever

@@ -99,6 +99,7 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len, timeline=False, kernel
                  RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
                  SPLIT_TILES=cfg.split_tiles, HEAD_PAIRS=cfg.head_pairs,
                  PAIR_PINGPONG=cfg.pair_pingpong, BALANCED_SPLIT=cfg.balanced_split,
+                 SPLIT_TILE_COST=cfg.split_tile_cost if cfg.balanced_split else 0,
                  TIMELINE=timeline)
     if not timeline:  # the launcher passes None: no parameter at all in the default build
         const.update(timeline=None, timeline_stride=None)

@@ -181,13 +181,16 @@ class FwdConfig:
     # the same blocks), instead of each issuing as soon as its K block is in
     pair_pingpong: bool = False
     # with split_tiles (one head per tile): each tile goes to the group with less estimated work so
-    # far (its K/V blocks plus `tlx_hopper_fwd.SPLIT_TILE_COST` per tile, both groups walking every
-    # tile and agreeing) instead of every other tile to each. The CTA's tiles come heaviest first,
+    # far (its K/V blocks plus split_tile_cost per tile, both groups walking every tile and
+    # agreeing) instead of every other tile to each. The CTA's tiles come heaviest first,
     # so alternating hands group 0 the heavier tile of every pair and, with an odd count, one more:
     # a model of the q128 fill-0.1 lengths (session 44) puts the last CTA's end 6-7 % above an even
-    # split that way, 1.6-2 % with the balance. O and LSE bit-identical (a tile's computation does
-    # not depend on its group)
+    # split that way, 1.6-2 % with the balance (`benchmarks/split_balance_model.py`). O and LSE
+    # bit-identical (a tile's computation does not depend on its group)
     balanced_split: bool = False
+    # balanced_split's estimate of a tile's fixed cost (its first block's wait, its epilogue) in
+    # K/V blocks, beside its blocks (a guess until the forward's timeline fits it)
+    split_tile_cost: int = 2
 
     @property
     def block_m(self) -> int:
@@ -439,6 +442,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
     if cfg.balanced_split and not (cfg.split_tiles and not cfg.head_pairs):
         raise ValueError("tlx FwdConfig: balanced_split needs split_tiles without head_pairs (a head "
                          "pair's tile is read by both groups)")
+    _check_count(cfg, "split_tile_cost", 0, "K/V blocks")
     if cfg.head_pairs:
         reason = head_pairs_refusal(cfg, hq, hkv)
         if reason is not None:
@@ -488,7 +492,9 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
         RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
         SPLIT_TILES=cfg.split_tiles, HEAD_PAIRS=cfg.head_pairs, PAIR_PINGPONG=cfg.pair_pingpong,
-        BALANCED_SPLIT=cfg.balanced_split, TIMELINE=stamps is not None, num_warps=4, num_stages=1,
+        BALANCED_SPLIT=cfg.balanced_split,
+        SPLIT_TILE_COST=cfg.split_tile_cost if cfg.balanced_split else 0,  # one build without it
+        TIMELINE=stamps is not None, num_warps=4, num_stages=1,
         launch_pdl=cfg.pdl)
     return out, lse
 

@@ -55,9 +55,6 @@ from kernels.tlx_timeline import (ENTRY, GROUP_END, READY, mark, mark_sm, mark_t
                                   store_stamp)
 
 BM_SPLIT = tl.constexpr(64)  # query rows per consumer group of a ping-pong tile (wgmma M)
-# BALANCED_SPLIT: a tile's fixed cost (first block's wait, epilogue) in K/V blocks, beside its
-# blocks, in the groups' work estimate (a guess; the forward's timeline fits it: tlx_timeline)
-SPLIT_TILE_COST = tl.constexpr(2)
 PINGPONG_BAR = tl.constexpr(9)  # named barriers PINGPONG_BAR + c, c < NUM_GROUPS
 O_STAGE_BAR = tl.constexpr(12)  # broadcast TMA_STORE_O: group c's O tile is free (O_STAGE_BAR + c)
 
@@ -443,7 +440,8 @@ def jfa_fwd_kernel(
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
     FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, HEAD_PAIRS: tl.constexpr,
-    PAIR_PINGPONG: tl.constexpr, BALANCED_SPLIT: tl.constexpr, TIMELINE: tl.constexpr,
+    PAIR_PINGPONG: tl.constexpr, BALANCED_SPLIT: tl.constexpr, SPLIT_TILE_COST: tl.constexpr,
+    TIMELINE: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
     # SPLIT_TILES: a group computes all BLOCK_M rows of its own tiles from one resident Q tile (the
@@ -461,7 +459,8 @@ def jfa_fwd_kernel(
     # the groups take turns issuing QK^T (named barriers PINGPONG_BAR + c): every tile of the
     # ping-pong tile, and with PAIR_PINGPONG the head pairs' (both groups walk the same blocks)
     tl.static_assert(not PAIR_PINGPONG or HEAD_PAIRS)
-    # BALANCED_SPLIT: a split tile goes to the group with less estimated work so far
+    # BALANCED_SPLIT: a split tile goes to the group with less estimated work so far (its blocks
+    # plus SPLIT_TILE_COST per tile)
     tl.static_assert(not BALANCED_SPLIT or (SPLIT_TILES and not HEAD_PAIRS))
     PINGPONG: tl.constexpr = not SPLIT_TILES or PAIR_PINGPONG
     dtype: tl.constexpr = tlx.dtype_of(desc_k)

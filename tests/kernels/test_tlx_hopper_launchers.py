@@ -220,6 +220,10 @@ def test_balanced_split_needs_split_tiles(launches, h200, split):
     run()
     [(_, _, args)] = launches
     assert args["BALANCED_SPLIT"] is True and args["SPLIT_TILES"] is True
+    assert args["SPLIT_TILE_COST"] == cfg.split_tile_cost == 2
+    cfg = dataclasses.replace(cfg, split_tile_cost=-1)
+    with pytest.raises(ValueError, match=r"split_tile_cost must be an int >= 0 \(K/V blocks\), got -1"):
+        run()
 
 
 def test_head_pairs_refused_before_any_launch(launches, h200):

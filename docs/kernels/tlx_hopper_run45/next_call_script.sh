@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
-# Prepared in session 43 (not run: no machine was lent after call 1), to run after
-# next_call_a_script.sh (session 44 moved this call's first step, the HBM access-pattern probe,
-# there): head pairs for the split tile (FwdConfig.head_pairs, num_buf_kv 3: both heads' K/V rows
-# requested together): its GPU tests (against the reference and bit-identical with the one-head
-# split tile, 6 cases with and without the pair ping-pong, + the refusals), forward A/Bs on PMA
-# q128 fill 0.1 (also with 2 slots and with the pair ping-pong), Nsight Compute of it.
-# Run: CALL_S=500 bash docs/kernels/tlx_hopper_run45/next_call_script.sh,
+# The second of the next three device calls (after next_call_a_script.sh): two split-tile
+# candidates for the PMA q128 fill-0.1 forward, each behind its own GPU tests (against the
+# reference and bit-identical with the alternating split tile):
+# (1) FwdConfig.balanced_split (session 44): a tile to the group with less estimated work instead
+#     of every other tile (a model puts the last CTA 6-7 % over an even share when alternating,
+#     1.6-2 % balanced: benchmarks/split_balance_model.py); A/Bs with its per-tile cost estimate
+#     at 2 (default), 1 and 4 blocks;
+# (2) FwdConfig.head_pairs (session 43, num_buf_kv 3: both heads' K/V rows requested together),
+#     with and without the pair ping-pong; Nsight Compute of it last, while time is left.
+# Run: CALL_S=560 bash docs/kernels/tlx_hopper_run45/next_call_script.sh,
 #      carry [".gpu/tools", ".gpu/kernels"], timeout_s 600
 source benchmarks/device_call.sh
+ROW="PMA q128 fill0.1"
+if gpu_tests balanced tests/kernels/test_tlx_hopper.py -k "balanced_split or split_tiles_changes"; then
+  ab_run balanced_1 tlx_fwd_ab_ratio --only "$ROW" --ab "balanced_split=True"
+  ab_run balanced_2 tlx_fwd_ab_ratio --only "$ROW" --ab "balanced_split=True"
+  ab_run balanced_cost1 tlx_fwd_ab_ratio --only "$ROW" --ab "balanced_split=True,split_tile_cost=1"
+  ab_run balanced_cost4 tlx_fwd_ab_ratio --only "$ROW" --ab "balanced_split=True,split_tile_cost=4"
+fi
 CAND="head_pairs=True,num_buf_kv=3"
-if gpu_tests pairs tests/kernels/test_tlx_hopper.py -k "head_pairs or split_tiles_changes"; then
-  ab_run pairs_1 tlx_fwd_ab_ratio --only "PMA q128 fill0.1" --ab "$CAND"
-  ab_run pairs_2 tlx_fwd_ab_ratio --only "PMA q128 fill0.1" --ab "$CAND"
-  ab_run pairs2slots_1 tlx_fwd_ab_ratio --only "PMA q128 fill0.1" --ab "head_pairs=True,num_buf_kv=2"
-  ab_run pairspp_1 tlx_fwd_ab_ratio --only "PMA q128 fill0.1" --ab "$CAND,pair_pingpong=True"
-  ab_run pairspp_2 tlx_fwd_ab_ratio --only "PMA q128 fill0.1" --ab "$CAND,pair_pingpong=True"
-  ncu_by_role cand_q128_fill01 jfa_fwd_kernel "PMA q128 fill0.1" --fwd-config "$CAND"
-  ab_run pairs_3 tlx_fwd_ab_ratio --only "PMA q128 fill0.1" --ab "$CAND"
+if gpu_tests pairs tests/kernels/test_tlx_hopper.py -k "head_pairs"; then
+  ab_run pairs_1 tlx_fwd_ab_ratio --only "$ROW" --ab "$CAND"
+  ab_run pairs_2 tlx_fwd_ab_ratio --only "$ROW" --ab "$CAND"
+  ab_run pairspp_1 tlx_fwd_ab_ratio --only "$ROW" --ab "$CAND,pair_pingpong=True"
+  [ "$(left)" -gt 120 ] && ncu_by_role cand_q128_fill01 jfa_fwd_kernel "$ROW" --fwd-config "$CAND"
 fi
 finish
