@@ -18,7 +18,7 @@ Per sample (µs from the first CTA's entry; medians over CTAs unless said):
 - ready: entry to the end of the PDL wait (the schedule build still running);
 - first tile: entry to the CTA's first epilogue;
 - end, tail: the CTAs' last group end, and the last one's lead over the median (load imbalance
-  plus the last tiles' drain);
+  plus the last tiles' drain); how far a CTA's groups end apart (the imbalance between them);
 - busy: the CTAs' entry-to-end time over the span, averaged; the SM clock over the tiles (their
   cycles over their globaltimer time: the power cap's clock);
 - tiles: a group's tile time from its previous epilogue (its first from the PDL wait), fitted
@@ -84,6 +84,8 @@ def summarise(timeline: tlx_timeline.Timeline) -> dict:
         first_tile_us=us(statistics.median(first.values())) if first else float("nan"),
         end_us=us(statistics.median((cta_end - t0).tolist())),
         tail_us=us(int(cta_end.max()) - statistics.median(cta_end.tolist())),
+        # how far a CTA's groups end apart (the split tile's alternation hands group 0 more work)
+        groups_apart_us=us(statistics.median((cta_end - ends.min(dim=1).values).tolist())),
         busy=statistics.fmean(((cta_end - entry) / span).tolist()) if span > 0 else float("nan"),
         # the SM clock over the tiles (cycles per globaltimer µs): the regime's clock (power cap)
         clock_mhz=1e3 * sum(t["cycles"] for t in tiles) / max(sum(t["ns"] for t in tiles), 1),
@@ -97,7 +99,9 @@ def table(samples: list[dict]) -> str:
     rows = [("span (µs)", "span_us", "{:.2f}"), ("CTA entries spread (µs)", "entries_us", "{:.2f}"),
             ("entry to PDL wait's end (µs)", "ready_us", "{:.2f}"),
             ("entry to first epilogue (µs)", "first_tile_us", "{:.2f}"), ("CTA end (µs)", "end_us", "{:.2f}"),
-            ("tail: last end - median end (µs)", "tail_us", "{:.2f}"), ("busy (CTA time / span)", "busy", "{:.3f}"),
+            ("tail: last end - median end (µs)", "tail_us", "{:.2f}"),
+            ("a CTA's groups' ends apart (µs)", "groups_apart_us", "{:.2f}"),
+            ("busy (CTA time / span)", "busy", "{:.3f}"),
             ("SM clock over the tiles (MHz)", "clock_mhz", "{:.0f}")]
     head = "| | " + " | ".join(f"sample {i + 1}" for i in range(len(samples))) + " |"
     lines = [head, "|---|" + "--:|" * len(samples)]

@@ -20,6 +20,7 @@ def test_summary_of_a_launch():
     assert s["first_tile_us"] == pytest.approx((4.0 + 3.0) / 2)  # 5,000 - 1,000 and 4,200 - 1,200
     assert s["end_us"] == pytest.approx((8.5 + 4.6) / 2)
     assert s["tail_us"] == pytest.approx(8.5 - (8.5 + 4.6) / 2)
+    assert s["groups_apart_us"] == pytest.approx((2.5 + 1.1) / 2)  # 9,500 - 7,000 and 5,600 - 4,500
     assert s["busy"] == pytest.approx((8.5 / 8.5 + 4.4 / 8.5) / 2)
     # tiles of 1, 2, 2, 3, 4 blocks took 1,000, 2,000, 2,000, 3,000, 4,000 ns: 0 + 1,000 per block
     assert s["tile_ns"] == pytest.approx((0.0, 1000.0), abs=1e-6)

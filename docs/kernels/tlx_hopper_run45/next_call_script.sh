@@ -5,7 +5,7 @@
 # (1) FwdConfig.balanced_split (session 44): a tile to the group with less estimated work instead
 #     of every other tile (a model puts the last CTA 6-7 % over an even share when alternating,
 #     1.6-2 % balanced: benchmarks/split_balance_model.py); A/Bs with its per-tile cost estimate
-#     at 2 (default), 1 and 4 blocks;
+#     at 2 (default), 1 and 4 blocks, and its timeline (the groups' ends apart, the tail);
 # (2) FwdConfig.head_pairs (session 43, num_buf_kv 3: both heads' K/V rows requested together),
 #     with and without the pair ping-pong; Nsight Compute of it last, while time is left.
 # Run: CALL_S=560 bash docs/kernels/tlx_hopper_run45/next_call_script.sh,
@@ -17,6 +17,10 @@ if gpu_tests balanced tests/kernels/test_tlx_hopper.py -k "balanced_split or spl
   ab_run balanced_2 tlx_fwd_ab_ratio --only "$ROW" --ab "balanced_split=True"
   ab_run balanced_cost1 tlx_fwd_ab_ratio --only "$ROW" --ab "balanced_split=True,split_tile_cost=1"
   ab_run balanced_cost4 tlx_fwd_ab_ratio --only "$ROW" --ab "balanced_split=True,split_tile_cost=4"
+  # its timeline beside call A's of the alternating split: the groups' ends apart, the tail
+  timeout 90 python -m benchmarks.tlx_timeline --shape "$ROW" --fwd-config balanced_split=True \
+    --save "$OUT/timeline_balanced.pt" --out "$OUT/timeline_balanced.md" > "$OUT/timeline_balanced.log" 2>&1
+  log "timeline balanced rc=$? $(head -1 "$OUT/timeline_balanced.md")"
 fi
 CAND="head_pairs=True,num_buf_kv=3"
 if gpu_tests pairs tests/kernels/test_tlx_hopper.py -k "head_pairs"; then
