@@ -745,20 +745,26 @@ def test_balanced_split_changes_no_value(case):
     other one) against the reference, and bit-identical with the alternating split: a tile's
     computation does not depend on its group. The cases include a grid of 3 (hundreds of tiles
     per CTA, so the groups' owners drift far from alternation) and idle groups."""
+    _check_split_tile_switches(case, {"balanced_split": True}, "balanced_split")
+
+
+def _check_split_tile_switches(case: Case, switches: dict, off_by_default: str) -> None:
+    """The launcher's split tile with `switches` against the reference, and bit-identical with the
+    split tile without them (which the launcher chooses, `off_by_default` off)."""
     from kernels import tlx_hopper
 
     inputs = make_inputs(case, zlib.crc32(case.name.encode()))
-    res = check_forward(case, inputs=inputs, overrides={**SPLIT_TILES, "balanced_split": True})
+    res = check_forward(case, inputs=inputs, overrides={**SPLIT_TILES, **switches})
     assert res["ok"], res
     q, k, v, q_off, k_off, _, _ = inputs
     params = _params(case, 1 / math.sqrt(case.d))
     with persistent_grid(case.grid):
         default = tlx_hopper.call_fwd_config(q, k, k_off, params)
-        assert default.split_tiles and not default.balanced_split
+        assert default.split_tiles and not getattr(default, off_by_default)
         out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
-        out_b, lse_b = tlx_hopper.forward(q, k, v, q_off, k_off, params,
-                                          config=dataclasses.replace(default, balanced_split=True))
-    assert torch.equal(out, out_b) and torch.equal(lse, lse_b)
+        out_s, lse_s = tlx_hopper.forward(q, k, v, q_off, k_off, params,
+                                          config=dataclasses.replace(default, **switches))
+    assert torch.equal(out, out_s) and torch.equal(lse, lse_s)
 
 
 def head_pairs_cases() -> list[Case]:
@@ -778,21 +784,8 @@ def test_head_pairs_change_no_value(case, pingpong):
     rows loaded together; with pair_pingpong the groups' QK^T issues alternate) against the
     reference, and bit-identical with the split tile of one head: every row sees the same wgmma
     and softmax sequence."""
-    from kernels import tlx_hopper
-
-    pairs = {"head_pairs": True, "num_buf_kv": 3, "pair_pingpong": pingpong}
-    inputs = make_inputs(case, zlib.crc32(case.name.encode()))
-    res = check_forward(case, inputs=inputs, overrides={**SPLIT_TILES, **pairs})
-    assert res["ok"], res
-    q, k, v, q_off, k_off, _, _ = inputs
-    params = _params(case, 1 / math.sqrt(case.d))
-    with persistent_grid(case.grid):
-        default = tlx_hopper.call_fwd_config(q, k, k_off, params)
-        assert default.split_tiles and not default.head_pairs
-        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
-        out_p, lse_p = tlx_hopper.forward(q, k, v, q_off, k_off, params,
-                                          config=dataclasses.replace(default, **pairs))
-    assert torch.equal(out, out_p) and torch.equal(lse, lse_p)
+    _check_split_tile_switches(case, {"head_pairs": True, "num_buf_kv": 3, "pair_pingpong": pingpong},
+                               "head_pairs")
 
 
 @pytest.mark.gpu
