@@ -48,6 +48,17 @@ VARIANTS = {
 }
 
 
+def edit_exactly(text: str, edits: list[tuple[str, str]], variant: str, where: str) -> str:
+    """text with each (old, new) of edits replaced, every old occurring exactly once (else a
+    RuntimeError naming the variant, `where` and the text's first line: the kernel moved on)."""
+    for old, new in edits:
+        if text.count(old) != 1:
+            raise RuntimeError(f"{variant}: the text to replace occurs {text.count(old)} times in "
+                               f"{where} (expected once): {old.strip().splitlines()[0]!r}")
+        text = text.replace(old, new)
+    return text
+
+
 def make_variant(dest: Path, variant: str) -> Path:
     """DEST with copies of kernels/ and benchmarks/, its dK/dV pass edited as `variant` says."""
     if variant not in VARIANTS:
@@ -56,13 +67,7 @@ def make_variant(dest: Path, variant: str) -> Path:
         shutil.copytree(REPO / package, dest / package, dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("__pycache__"))
     path = dest / "kernels" / "tlx_hopper_bwd.py"
-    text = path.read_text()
-    for old, new in VARIANTS[variant]:
-        if text.count(old) != 1:
-            raise RuntimeError(f"{variant}: the text to replace occurs {text.count(old)} times in "
-                               f"{path} (expected once): {old.strip().splitlines()[0]!r}")
-        text = text.replace(old, new)
-    path.write_text(text)
+    path.write_text(edit_exactly(path.read_text(), VARIANTS[variant], variant, str(path)))
     return path
 
 

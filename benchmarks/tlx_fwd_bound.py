@@ -27,6 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.tlx_bwd_bound_variants import edit_exactly
+
 REPO = Path(__file__).resolve().parents[1]
 KERNEL = REPO / "kernels" / "tlx_hopper_fwd.py"
 
@@ -57,12 +59,7 @@ def edited_source(variant: str, text: str | None = None) -> str:
     if variant not in VARIANTS:
         raise ValueError(f"variant: expected one of {sorted(VARIANTS)}, got {variant!r}")
     text = KERNEL.read_text() if text is None else text
-    for old, new in VARIANTS[variant]:
-        if text.count(old) != 1:
-            raise RuntimeError(f"{variant}: the text to replace occurs {text.count(old)} times in "
-                               f"{KERNEL.name} (expected once): {old.strip().splitlines()[0]!r}")
-        text = text.replace(old, new)
-    return text
+    return edit_exactly(text, VARIANTS[variant], variant, KERNEL.name)
 
 
 def variant_kernel(variant: str):
