@@ -330,6 +330,7 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
     not fit in shared memory."""
     _check_count(cfg, "tile_window", 0, "0: one sequence's blocks")
     if not isinstance(cfg, BwdConfig):
+        _check_count(cfg, "split_tile_cost", 0, "K/V blocks")
         return
     _check_count(cfg, "pma_buf_k", 1, "ring slots")
     _check_count(cfg, "pma_buf_v", 1, "ring slots")
@@ -442,7 +443,6 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
     if cfg.balanced_split and not (cfg.split_tiles and not cfg.head_pairs):
         raise ValueError("tlx FwdConfig: balanced_split needs split_tiles without head_pairs (a head "
                          "pair's tile is read by both groups)")
-    _check_count(cfg, "split_tile_cost", 0, "K/V blocks")
     if cfg.head_pairs:
         reason = head_pairs_refusal(cfg, hq, hkv)
         if reason is not None:
