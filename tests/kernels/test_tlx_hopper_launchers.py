@@ -116,6 +116,7 @@ def h200(monkeypatch):
     monkeypatch.setattr(tlx_hopper, "supports", lambda *args: None)
     monkeypatch.setattr(tlx_hopper, "_num_sms", lambda index: N_SM)
     monkeypatch.setattr(tlx_hopper, "_l2_bytes", lambda index: 50 * 2**20)
+    monkeypatch.setattr(tlx_hopper, "_FWD_PLANS", {})  # each test builds its own forward plans
 
 
 @pytest.mark.parametrize("mode", ["self", "bcast-window", "self-deterministic"])
@@ -236,3 +237,96 @@ def test_head_pairs_refused_before_any_launch(launches, h200):
     with pytest.raises(ValueError, match="head_pairs needs as many key heads as query heads"):
         tlx_hopper.forward(call["query"], key, value, None, call["key_offset"], params, config=cfg)
     assert launches == []
+
+
+@pytest.fixture
+def plan_builds(monkeypatch):
+    """The forward plans built, as the FwdConfig of each."""
+    built = []
+    build = tlx_hopper._build_fwd_plan
+
+    def counted(*args):
+        plan = build(*args)
+        built.append(plan.cfg)
+        return plan
+
+    monkeypatch.setattr(tlx_hopper, "_build_fwd_plan", counted)
+    return built
+
+
+def _self_call(total: int, batch: int = 3, heads: int = 2, d: int = 64):
+    """Self-attention tensors of `total` rows in `batch` sequences (the last one takes the rest)."""
+    g = torch.Generator().manual_seed(total)
+    q, k, v = (torch.randn(total, heads, d, generator=g).to(torch.bfloat16) for _ in range(3))
+    off = torch.tensor([0, 5, 5, total][: batch] + [total], dtype=torch.int32)
+    return q, k, v, off
+
+
+def test_forward_plan_reused_across_jagged_batches(launches, h200, plan_builds):
+    """Calls that differ only in their row counts share one plan (built once), and each launch still
+    gets its own row counts: total_out and the descriptors' rows are the call's, the rest equal."""
+    params = JFAParams(max_seq_len_q=70, max_seq_len_kv=70, sm_scale=0.125)
+    for total in (75, 40, 75):
+        q, k, v, off = _self_call(total)
+        out, lse = tlx_hopper.forward(q, k, v, off, off, params)
+        assert out.shape == (total, 2, 64) and lse.shape == (2, total)
+    assert len(plan_builds) == 1
+    (_, grid_a, a), (_, grid_b, b), (_, grid_c, c) = launches
+    assert grid_a == grid_b == grid_c == (N_SM,)
+    assert (a["total_out"], b["total_out"], c["total_out"]) == (75, 40, 75)
+    assert a["desc_k"].shape[0] == 75 and b["desc_k"].shape[0] == 40
+    fixed = [name for name in a if name not in ("total_out", "q_off", "k_off") and
+             not name.startswith("desc") and not name.endswith("_ptr") and name not in (
+                 "tile_entry", "n_entries")]
+    assert {name: a[name] for name in fixed} == {name: b[name] for name in fixed} == {
+        name: c[name] for name in fixed}
+    assert a["HEAD_DIM"] == 64 and a["B"] == 3 and a["q_len"] == 0
+
+
+def test_forward_plan_follows_what_it_reads(launches, h200, plan_builds, monkeypatch):
+    """A new plan where its inputs change: the keys' mean class (the PMA tile), the config, a
+    timeline, the CTAs (too few for the split tile's resident mode); the same one again for a
+    repeated signature."""
+    call = _pma_call(128, 4)  # 75 keys over 3 elements: short keys, the split tile
+    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=1000, sm_scale=128 ** -0.5,
+                       broadcast_q=True)
+    run = lambda key, value, k_off, **kw: tlx_hopper.forward(  # noqa: E731
+        call["query"], key, value, None, k_off, params, **kw)
+    run(call["key"], call["value"], call["key_offset"])
+    mid = torch.randn(900, 4, 128).to(torch.bfloat16)  # 300 keys per element: 64-key blocks
+    mid_off = torch.tensor([0, 300, 600, 900], dtype=torch.int32)
+    run(mid, mid, mid_off)
+    run(call["key"], call["value"], call["key_offset"])
+    cfg = dataclasses.replace(plan_builds[0], split_tile_cost=3)
+    run(call["key"], call["value"], call["key_offset"], config=cfg)
+    run(call["key"], call["value"], call["key_offset"], timeline=[])
+    monkeypatch.setattr(tlx_hopper, "GRID_OVERRIDE", 2)  # fewer CTAs than heads: no resident mode
+    run(call["key"], call["value"], call["key_offset"])
+    assert len(plan_builds) == 5
+    assert [args["BLOCK_N"] for _, _, args in launches] == [32, 64, 32, 32, 32, 32]
+    assert [args["SPLIT_TILES"] for _, _, args in launches] == [True, False, True, True, True, False]
+    assert [args["TIMELINE"] for _, _, args in launches] == [False] * 4 + [True, False]
+    assert [grid for _, grid, _ in launches] == [(N_SM,)] * 5 + [(2,)]
+
+
+def test_bad_forward_config_refused_on_every_call(launches, h200, plan_builds):
+    """A configuration that breaks a rule leaves no plan behind: every call raises, none launches."""
+    call = _pma_call(128, 4)
+    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
+    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True), pair_pingpong=True)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="pair_pingpong needs head_pairs"):
+            tlx_hopper.forward(call["query"], call["key"], call["value"], None, call["key_offset"],
+                               params, config=cfg)
+    assert launches == [] and plan_builds == [] and tlx_hopper._FWD_PLANS == {}
+
+
+def test_forward_plans_bounded(launches, h200, monkeypatch):
+    """The plan cache is emptied when full instead of growing with every new signature."""
+    monkeypatch.setattr(tlx_hopper, "MAX_FWD_PLANS", 2)
+    params = JFAParams(max_seq_len_q=70, max_seq_len_kv=70, sm_scale=0.125)
+    for batch in (1, 2, 3):
+        q, k, v, off = _self_call(75, batch)
+        tlx_hopper.forward(q, k, v, off, off, params)
+        assert len(tlx_hopper._FWD_PLANS) == (batch - 1) % 2 + 1
+    assert [args["B"] for _, _, args in launches] == [1, 2, 3]
