@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Prepared in session 44 (no machine lent), the third of the next device calls (after
-# next_call_a_script.sh and next_call_script.sh; if head pairs became the default in between,
+# Prepared in session 44 (no machine lent; run 45's next_call_c_script.sh), the last of the next
+# device calls (after next_call_a/b/c_script.sh; if a candidate became the default in between,
 # this times the new default): up to three full tables whose rows now record each timing's host
 # µs per call (`timed_host_us`), so a host-stalled fill-0.1 sample shows as such; the host's load
-# before each (uptime) beside them.
-# Run: CALL_S=560 bash docs/kernels/tlx_hopper_run45/next_call_c_script.sh,
+# before each (uptime) beside them. Session 45 changed the forward's launcher (a plan per call
+# signature, constexprs passed positionally; kernels' SASS unchanged): the forward's GPU tests run
+# first unless FWD_TESTED=1 (call A ran them on the same code), and the tables only after they pass.
+# Run: CALL_S=560 bash docs/kernels/tlx_hopper_run46/next_call_d_script.sh,
 #      carry [".gpu/tools", ".gpu/kernels"], timeout_s 600
 source benchmarks/device_call.sh
+[ "${FWD_TESTED:-0}" = 1 ] || gpu_tests fwd tests/kernels/test_tlx_hopper.py -k "not backward and not pma" \
+  || { finish; exit; }
 uptime >> "$OUT/call.log"
 tables bench46 3
 for f in "$OUT"/bench46_*.jsonl; do
