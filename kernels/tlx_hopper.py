@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from kernels import tlx_timeline
-from kernels.tlx_launch import launch
+from kernels.tlx_launch import launch, trailing_constexprs
 from kernels.tlx_schedule import cached_schedule
 
 SUPPORTED_HEAD_DIMS = (64, 128)
@@ -505,10 +505,6 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
         BALANCED_SPLIT=cfg.balanced_split,
         SPLIT_TILE_COST=cfg.split_tile_cost if cfg.balanced_split else 0,  # one build without it
         TIMELINE=timeline)
-    names = jfa_fwd_kernel.arg_names[-len(constexprs):]  # its constexprs close its signature
-    if sorted(names) != sorted(constexprs):
-        raise RuntimeError(f"jfa_fwd_kernel's last parameters {names} are not the constexprs the "
-                           f"launcher passes, {sorted(constexprs)}")
     return _FwdPlan(
         cfg=cfg,
         schedule=(B, q_len, num_mb, window, bool(params.causal), broadcast, cfg.block_m, cfg.block_n),
@@ -517,7 +513,7 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
         scalars=(_sm_scale(params, d), 0 if window is None else int(window), B, hq, hq // hkv, q_len,
                  num_mb),
         scalars_after=(ctas_per_pair, cfg.tile_window or num_mb),
-        constexprs=tuple(constexprs[name] for name in names),
+        constexprs=trailing_constexprs(jfa_fwd_kernel, constexprs),
         options=dict(num_warps=4, num_stages=1, launch_pdl=cfg.pdl))
 
 

@@ -97,6 +97,18 @@ def launch_key(fn: JITFunction, device: int, args: tuple, kwargs: dict) -> tuple
     return (site_key, device, options(kwargs), const_values(values), spec), values
 
 
+def trailing_constexprs(fn: JITFunction, values: dict[str, Any]) -> tuple:
+    """values (constexpr name -> value) in fn's signature order, for a launcher that computes them
+    once per configuration and passes them positionally after the runtime arguments (no keyword
+    dict built and unpacked per launch); a RuntimeError if fn's last parameters are not exactly
+    those names."""
+    names = fn.arg_names[-len(values):]
+    if sorted(names) != sorted(values):
+        raise RuntimeError(f"{fn.__name__}'s last parameters {names} are not the constexprs "
+                           f"passed, {sorted(values)}")
+    return tuple(values[name] for name in names)
+
+
 def launch(fn: JITFunction, grid: tuple[int, ...], *args, **kwargs) -> None:
     """`fn[grid](*args, **kwargs)`, through the compiled kernel's launcher once it is known."""
     if (not DIRECT or native_specialize_impl is None or not isinstance(fn, JITFunction)

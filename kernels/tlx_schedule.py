@@ -46,6 +46,7 @@ Two ways to deal the sorted tiles over the persistent CTAs (`tile_at`):
 
 from __future__ import annotations
 
+import functools
 import weakref
 
 import torch
@@ -55,7 +56,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from kernels.common import offsets_versioned, tracked_version
-from kernels.tlx_launch import launch
+from kernels.tlx_launch import launch, trailing_constexprs
 
 MAX_SCHEDULE_BLOCK = 16384  # entries ordered by one Triton program; torch ops beyond
 PRIORITY_BUCKETS = 32  # work classes of the heaviest-first order (exact below 32 blocks)
@@ -374,8 +375,23 @@ def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, 
     if use_torch or n > MAX_SCHEDULE_BLOCK:
         return _schedule_torch(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
                                block_m, block_n, kv_stationary)
+    constexprs, options = _build_launch(n, causal, window is not None, broadcast_q, kv_stationary,
+                                        block_m, block_n, launch_dependents, fields, num_warps)
     tile_entry = torch.empty(n, device=k_off.device, dtype=torch.int64)
     n_entries = torch.empty(1, device=k_off.device, dtype=torch.int32)
+    launch(_jfa_schedule_kernel, (1,),
+        q_off if q_off is not None else k_off, k_off, tile_entry, n_entries, B, q_len, num_mb,
+        0 if window is None else window, *constexprs, **options)
+    return tile_entry, n_entries
+
+
+@functools.lru_cache(maxsize=256)
+def _build_launch(n: int, causal: bool, has_window: bool, broadcast_q: bool, kv_stationary: bool,
+                  block_m: int, block_n: int, launch_dependents: bool, fields: int | None,
+                  num_warps: int | None) -> tuple[tuple, dict]:
+    """The one-program build's constexpr arguments (in `_jfa_schedule_kernel`'s signature order,
+    passed positionally) and launch options for n entries, checked once per configuration (host
+    time: the PMA forwards rebuild their schedule on every direct call)."""
     block = schedule_block(n)
     most = schedule_fields(block)
     if fields is None:
@@ -385,14 +401,12 @@ def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, 
                          f"{block.bit_length()} bits in 63), got {fields}")
     if num_warps is not None and num_warps not in (1, 2, 4, 8, 16, 32):
         raise ValueError(f"num_warps: must be a power of two from 1 to 32, got {num_warps}")
-    launch(_jfa_schedule_kernel, (1,),
-        q_off if q_off is not None else k_off, k_off, tile_entry, n_entries, B, q_len, num_mb,
-        0 if window is None else window, CAUSAL=causal, HAS_WINDOW=window is not None,
-        BROADCAST_Q=broadcast_q, KV_STATIONARY=kv_stationary, BLOCK_M=block_m, BLOCK_N=block_n,
-        BLOCK=block, NUM_BUCKETS=PRIORITY_BUCKETS, FIELDS=fields,
-        FIELD_BITS=block.bit_length(), LAUNCH_DEPENDENTS=launch_dependents,
-        num_warps=num_warps or build_warps(block))
-    return tile_entry, n_entries
+    constexprs = dict(
+        CAUSAL=causal, HAS_WINDOW=has_window, BROADCAST_Q=broadcast_q, KV_STATIONARY=kv_stationary,
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK=block, NUM_BUCKETS=PRIORITY_BUCKETS, FIELDS=fields,
+        FIELD_BITS=block.bit_length(), LAUNCH_DEPENDENTS=launch_dependents)
+    return (trailing_constexprs(_jfa_schedule_kernel, constexprs),
+            dict(num_warps=num_warps or build_warps(block)))
 
 
 # key_offset -> {(id(query_offset), configuration): (query_offset weakref, offsets versions, schedule)}

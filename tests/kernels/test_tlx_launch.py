@@ -66,6 +66,24 @@ def _scaled_copy(x_ptr, y_ptr, n, scale, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * scale, mask=mask)
 
 
+def _two_constexprs(x_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    pass
+
+
+def test_trailing_constexprs_follow_the_signature():
+    """Constexprs given by name come back in the kernel's order, and the same launch key follows
+    from passing them so as by keyword; names that are not the kernel's last parameters fail."""
+    fn = JITFunction(_two_constexprs)
+    assert tlx_launch.trailing_constexprs(fn, {"EVEN": True, "BLOCK": 32}) == (32, True)
+    x = torch.zeros(64)
+    by_name = tlx_launch.launch_key(fn, 0, (x, 7), {"BLOCK": 32, "EVEN": True, "num_warps": 4})
+    positional = tlx_launch.launch_key(fn, 0, (x, 7, 32, True), {"num_warps": 4})
+    assert by_name[0][2:] == positional[0][2:] and by_name[1] == positional[1]
+    for wrong in ({"BLOCK": 32}, {"BLOCK": 32, "ODD": True}):  # one short; one not the kernel's
+        with pytest.raises(RuntimeError, match="_two_constexprs's last parameters"):
+            tlx_launch.trailing_constexprs(fn, wrong)
+
+
 def test_launches_compute_what_the_jit_launch_computes():
     # repeated keys take the direct launcher on a GPU; n = 1 and unaligned inputs change the key
     base = torch.randn(400, device=DEVICE)
