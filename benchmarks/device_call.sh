@@ -7,7 +7,8 @@
 #   gpu_tests NAME ARGS...   pytest ARGS into $OUT/tests_NAME.txt, logged with its failures; status
 #             0 when something passed and nothing failed (gate the A/Bs on it)
 #   ab_run NAME FIELD ARGS...   tlx_hopper_bench ARGS (an --ab / --ab-bwd candidate) in 4 ABBA
-#             rounds into $OUT/ab_NAME.jsonl, FIELD (its ratio column) logged
+#             rounds into $OUT/ab_NAME.jsonl, FIELD (its ratio column) logged; stopped after
+#             AB_TIMEOUT seconds when set (else 10 s before the deadline)
 #   ab_gate FIELD LIMITS FILE...   "yes" when, for every "ROW<=LIMIT" of the comma-separated LIMITS,
 #             the mean of FIELD over ROW's records in the FILEs is at most LIMIT, else "no" (gates an
 #             in-call default flip on an A/B)
@@ -45,7 +46,7 @@ gpu_tests() {
 }
 ab_run() {
   local name=$1 field=$2; shift 2
-  timeout "$(( $(left) - 10 ))" python -m benchmarks.tlx_hopper_bench "$@" --baseline-rounds 1 \
+  timeout "${AB_TIMEOUT:-$(( $(left) - 10 ))}" python -m benchmarks.tlx_hopper_bench "$@" --baseline-rounds 1 \
     --ab-rounds 4 --out "$OUT/ab_$name.jsonl" > "$OUT/ab_$name.log" 2>&1
   log "ab $name rc=$? $(ratios "$OUT/ab_$name.jsonl" "$field")"
 }

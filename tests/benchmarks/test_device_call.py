@@ -147,3 +147,19 @@ def test_tables_run_the_full_table_n_times_while_time_is_left(tmp_path, call_s, 
     with tarfile.open(out / "r.tgz") as tar:
         names = {Path(n).name for n in tar.getnames()}
     assert {"t_1.jsonl", "t_1.log", "t_2.jsonl", "t_2.log"} <= names
+
+
+@pytest.mark.parametrize("ab_timeout,rc", [("", 0), ("1", 124)])
+def test_ab_run_stops_at_its_own_timeout_when_given_one(tmp_path, ab_timeout, rc):
+    """ab_run's A/B runs until 10 s before the deadline, or for AB_TIMEOUT seconds when set (a call
+    keeping time for the steps after it)."""
+    fake = tmp_path / "tree/benchmarks/tlx_hopper_bench.py"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("import json, sys, time\ntime.sleep(2)\n"
+                    "out = sys.argv[sys.argv.index('--out') + 1]\n"
+                    "open(out, 'w').write(json.dumps({'r': 0.97}) + '\\n')\n")
+    body = f"AB_TIMEOUT={ab_timeout} ab_run demo r --ab x=1" if ab_timeout else "ab_run demo r --ab x=1"
+    res, _ = run_call(tmp_path, "", body)
+    assert res.returncode == 0, res.stderr
+    assert f"ab demo rc={rc}" in res.stdout
+    assert ("[0.97]" in res.stdout) == (rc == 0)

@@ -3,18 +3,18 @@
 # device calls (after next_call_a/b/c_script.sh; if a candidate became the default in between,
 # this times the new default): up to three full tables whose rows now record each timing's host
 # µs per call (`timed_host_us`), so a host-stalled fill-0.1 sample shows as such; the host's load
-# before each (uptime) beside them. Session 45 changed the forward's launcher (a plan per call
-# signature, constexprs passed positionally; kernels' SASS unchanged): unless FWD_TESTED=1 (call A
-# ran them on the same code) the forward's GPU tests run after the tables, in the time left (tables
-# right after pytest came out host-stalled in run 41), and judge the code the tables ran.
+# before each (uptime) beside them. Session 45 changed the forward's and the schedule build's
+# launchers (kernels' SASS unchanged): unless TESTED=1 (call A ran `tests/kernels` in full on the
+# same code) the suite runs after the tables, which stop 330 s early for it (tables right after
+# pytest came out host-stalled in run 41), and judges the code the tables ran.
 # Run: CALL_S=560 bash docs/kernels/tlx_hopper_run46/next_call_d_script.sh,
 #      carry [".gpu/tools", ".gpu/kernels"], timeout_s 600
 source benchmarks/device_call.sh
 uptime >> "$OUT/call.log"
-if [ "${FWD_TESTED:-0}" = 1 ]; then tables bench46 3; else
-  DEADLINE=$(( DEADLINE - 200 ))  # the tables stop ~200 s early: the forward's 218 tests after them
+if [ "${TESTED:-0}" = 1 ]; then tables bench46 3; else
+  DEADLINE=$(( DEADLINE - 330 ))  # the tables stop 330 s early: tests/kernels after them
   tables bench46 2
-  DEADLINE=$(( DEADLINE + 200 ))
+  DEADLINE=$(( DEADLINE + 330 ))
 fi
 for f in "$OUT"/bench46_*.jsonl; do
   python - "$f" <<'PY' >> "$OUT/call.log" 2>&1
@@ -26,5 +26,5 @@ for line in open(sys.argv[1]):
               "host us per timing [p10, median]", row.get("timed_host_us"))
 PY
 done
-[ "${FWD_TESTED:-0}" = 1 ] || gpu_tests fwd tests/kernels/test_tlx_hopper.py -k "not backward and not pma"
+[ "${TESTED:-0}" = 1 ] || gpu_tests kernels tests/kernels
 finish
