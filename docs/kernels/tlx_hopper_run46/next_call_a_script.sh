@@ -10,8 +10,8 @@
 # wait); (4) its no-math bound; (5) the balanced split at a per-tile cost of 1; (6) `tests/kernels`
 # in full: session 45 changed the forward's launcher (a plan per call signature) and the schedule
 # build's (constexprs passed positionally in both; the kernels' sm_90 SASS unchanged); the suite
-# holds the timeline's and the balanced split's GPU tests. The rest of session 44's diagnostics
-# follow in next_call_b_script.sh, head pairs in next_call_c_script.sh, tables in
+# holds the timeline's and the balanced split's GPU tests. Head pairs follow in
+# next_call_b_script.sh, the rest of session 44's diagnostics in next_call_c_script.sh, tables in
 # next_call_d_script.sh.
 # Run: CALL_S=570 bash docs/kernels/tlx_hopper_run46/next_call_a_script.sh,
 #      carry [".gpu/tools", ".gpu/kernels"], timeout_s 600
