@@ -120,22 +120,23 @@ def _positional_proxy_trial(k_off, B: int, q_len: int, calls: int) -> None:
     both launch styles."""
     import torch
 
-    from kernels.tlx_schedule import PRIORITY_BUCKETS, _jfa_schedule_kernel as fn
+    from kernels.tlx_schedule import _build_launch, _jfa_schedule_kernel as fn
 
     if not getattr(fn, "c_cache", False):
         print("positional proxy trial: skipped (TRITON_ENABLE_C_CACHE is off)")
         return
-    block = max(16, 1 << (B - 1).bit_length())
-    constexprs = dict(CAUSAL=False, HAS_WINDOW=False, BROADCAST_Q=True, KV_STATIONARY=False, BLOCK_M=128,
-                      BLOCK_N=64, BLOCK=block, NUM_BUCKETS=PRIORITY_BUCKETS, LAUNCH_DEPENDENTS=False)
-    meta = {"num_warps": 4}
-    outs = [(torch.empty(B, device="cuda", dtype=torch.int32), torch.empty(1, device="cuda", dtype=torch.int32))
+    # the PMA forward's build (broadcast Q, one 128-row q-block, 64-key blocks) as build_schedule
+    # launches it: its constexprs in signature order and its launch options
+    constexprs, options = _build_launch(B, False, False, True, False, 128, 64, False, None, None)
+    meta = dict(options)  # a copy: fbtriton keeps the one it is given
+    names = fn.arg_names[-len(constexprs):]
+    outs = [(torch.empty(B, device="cuda", dtype=torch.int64), torch.empty(1, device="cuda", dtype=torch.int32))
             for _ in range(2)]
     scalars = (B, q_len, 1, 0)
-    positional = lambda out: (k_off, k_off, *out, *scalars, *constexprs.values())
+    positional = lambda out: (k_off, k_off, *out, *scalars, *constexprs)
 
     def keyword_launch():
-        fn[(1,)](k_off, k_off, *outs[0], *scalars, **constexprs, **meta)
+        fn[(1,)](k_off, k_off, *outs[0], *scalars, **dict(zip(names, constexprs)), **meta)
 
     try:
         keyword_ms = host_ms(keyword_launch, calls)
