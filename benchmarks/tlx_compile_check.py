@@ -64,12 +64,15 @@ def fwd_variants(overrides: dict | None = None):
                 split = with_split_tiles(cfg, q_len, 4, 132, params)
                 if split.split_tiles:
                     yield name + " split", split, d, dt, causal, window, bcast, q_len
-                    # the head-pair candidate (FwdConfig.head_pairs: Hq == Hkv even)
-                    pairs = dataclasses.replace(split, head_pairs=True, num_buf_kv=3)
+                    # the head-pair candidate (FwdConfig.head_pairs: Hq == Hkv even; one head
+                    # per tile is what the balanced split needs)
+                    pairs = dataclasses.replace(split, head_pairs=True, num_buf_kv=3,
+                                                balanced_split=False)
                     yield name + " split pairs", pairs, d, dt, causal, window, bcast, q_len
-                    # the balanced-split candidate (FwdConfig.balanced_split)
-                    balanced = dataclasses.replace(split, balanced_split=True)
-                    yield name + " split balanced", balanced, d, dt, causal, window, bcast, q_len
+                    # the split tile's other group rule (FwdConfig.balanced_split flipped)
+                    other = dataclasses.replace(split, balanced_split=not split.balanced_split)
+                    rule = "balanced" if other.balanced_split else "alternating"
+                    yield name + " split " + rule, other, d, dt, causal, window, bcast, q_len
 
 
 def compile_fwd(cfg, d, dt, causal, window, bcast, q_len, timeline=False, kernel=None):

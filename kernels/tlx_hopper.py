@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import types
 from dataclasses import dataclass
 
 import torch
@@ -290,12 +291,18 @@ def call_fwd_config(query: torch.Tensor, key: torch.Tensor, key_offset: torch.Te
     return with_split_tiles(cfg, q_len, pairs, n_prog, params)
 
 
+# the fields `with_split_tiles` sets: the split tile and the early P cast it needs (a split-tile
+# switch that wins its A/B becomes a default here, and only here)
+SPLIT_TILE_FIELDS = types.MappingProxyType({"split_tiles": True, "late_p_cast": False})
+
+
 @functools.lru_cache(maxsize=256)  # frozen dataclasses: no dataclasses.replace per call (host time)
 def with_split_tiles(cfg: FwdConfig, q_len: int, pairs: int, n_prog: int, params) -> FwdConfig:
-    """cfg with `FwdConfig.split_tiles` (and the late P cast off, which it needs) where
-    `split_tiles_refusal` lets it run a broadcast call, else cfg. Run 41 (H200, PMA q128 fill 0.1,
-    forward, five processes of 4 ABBA rounds): 0.968-0.975 against the ping-pong tile."""
-    split = dataclasses.replace(cfg, split_tiles=True, late_p_cast=False)
+    """cfg with `SPLIT_TILE_FIELDS` (`FwdConfig.split_tiles` and the late P cast off, which it
+    needs) where `split_tiles_refusal` lets it run a broadcast call, else cfg. Run 41 (H200, PMA
+    q128 fill 0.1, forward, five processes of 4 ABBA rounds): 0.968-0.975 against the ping-pong
+    tile."""
+    split = dataclasses.replace(cfg, **SPLIT_TILE_FIELDS)
     return split if split_tiles_refusal(split, True, q_len, pairs, n_prog, params) is None else cfg
 
 

@@ -703,9 +703,9 @@ def test_forward_switch_changes_no_value(case, field):
     out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
     flipped = dataclasses.replace(default, **{field: not getattr(default, field)})
     if flipped.split_tiles and flipped.late_p_cast:
-        # split tiles need the early cast: the late one runs in the ping-pong tile, which computes
-        # the same values (test_split_tiles_changes_no_value)
-        flipped = dataclasses.replace(flipped, split_tiles=False)
+        # split tiles need the early cast: the late one runs in the ping-pong tile (without the
+        # split tile's group rule), which computes the same values (test_split_tiles_changes_no_value)
+        flipped = dataclasses.replace(flipped, split_tiles=False, balanced_split=False)
     out_f, lse_f = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=flipped)
     assert torch.equal(out, out_f) and torch.equal(lse, lse_f)
 
@@ -731,7 +731,8 @@ def test_split_tiles_changes_no_value(case):
     with persistent_grid(case.grid):
         default = tlx_hopper.call_fwd_config(q, k, k_off, params)
         assert default.split_tiles  # the launcher takes it for these calls
-        pingpong = dataclasses.replace(default, split_tiles=False, late_p_cast=True)
+        pingpong = dataclasses.replace(default, split_tiles=False, late_p_cast=True,
+                                       balanced_split=False)
         out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
         out_p, lse_p = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=pingpong)
     assert torch.equal(out, out_p) and torch.equal(lse, lse_p)
@@ -742,28 +743,31 @@ def test_split_tiles_changes_no_value(case):
 @pytest.mark.parametrize("case", split_tiles_cases(), ids=lambda c: c.name)
 def test_balanced_split_changes_no_value(case):
     """FwdConfig.balanced_split (a split tile to the group with less estimated work, not every
-    other one) against the reference, and bit-identical with the alternating split: a tile's
-    computation does not depend on its group. The cases include a grid of 3 (hundreds of tiles
-    per CTA, so the groups' owners drift far from alternation) and idle groups."""
-    _check_split_tile_switches(case, {"balanced_split": True}, "balanced_split")
+    other one) flipped from the launcher's choice, against the reference and bit-identical with
+    that choice: a tile's computation does not depend on its group. The cases include a grid of 3
+    (hundreds of tiles per CTA, so the groups' owners drift far from alternation) and idle
+    groups."""
+    _check_split_tile_switches(case, lambda default: {"balanced_split": not default.balanced_split})
 
 
-def _check_split_tile_switches(case: Case, switches: dict, off_by_default: str) -> None:
-    """The launcher's split tile with `switches` against the reference, and bit-identical with the
-    split tile without them (which the launcher chooses, `off_by_default` off)."""
+def _check_split_tile_switches(case: Case, switches_of) -> None:
+    """The launcher's split tile with the fields `switches_of(its config)` changed, against the
+    reference and bit-identical with the launcher's split tile (which they must change)."""
     from kernels import tlx_hopper
 
     inputs = make_inputs(case, zlib.crc32(case.name.encode()))
-    res = check_forward(case, inputs=inputs, overrides={**SPLIT_TILES, **switches})
-    assert res["ok"], res
     q, k, v, q_off, k_off, _, _ = inputs
     params = _params(case, 1 / math.sqrt(case.d))
     with persistent_grid(case.grid):
         default = tlx_hopper.call_fwd_config(q, k, k_off, params)
-        assert default.split_tiles and not getattr(default, off_by_default)
+    switches = switches_of(default)
+    res = check_forward(case, inputs=inputs, overrides={**SPLIT_TILES, **switches})
+    assert res["ok"], res
+    switched = dataclasses.replace(default, **switches)
+    assert default.split_tiles and switched != default
+    with persistent_grid(case.grid):
         out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
-        out_s, lse_s = tlx_hopper.forward(q, k, v, q_off, k_off, params,
-                                          config=dataclasses.replace(default, **switches))
+        out_s, lse_s = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=switched)
     assert torch.equal(out, out_s) and torch.equal(lse, lse_s)
 
 
@@ -784,8 +788,9 @@ def test_head_pairs_change_no_value(case, pingpong):
     rows loaded together; with pair_pingpong the groups' QK^T issues alternate) against the
     reference, and bit-identical with the split tile of one head: every row sees the same wgmma
     and softmax sequence."""
-    _check_split_tile_switches(case, {"head_pairs": True, "num_buf_kv": 3, "pair_pingpong": pingpong},
-                               "head_pairs")
+    # one head per tile is what the balanced split needs: off beside head pairs
+    _check_split_tile_switches(case, lambda default: {
+        "head_pairs": True, "num_buf_kv": 3, "pair_pingpong": pingpong, "balanced_split": False})
 
 
 @pytest.mark.gpu
@@ -798,7 +803,7 @@ def test_head_pairs_refusals():
     q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
     params = _params(case, 1 / math.sqrt(case.d))
     config = dataclasses.replace(tlx_hopper.call_fwd_config(q, k, k_off, params), head_pairs=True,
-                                 num_buf_kv=3)
+                                 num_buf_kv=3, balanced_split=False)
     with pytest.raises(ValueError, match="head_pairs needs as many key heads as query heads, an "
                                          "even number, got 4 and 2"):
         tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)

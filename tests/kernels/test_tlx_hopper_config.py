@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from kernels.common import JFAParams
-from kernels.tlx_hopper import (BwdConfig, _descriptor, bwd_config, fuses_dq, fwd_config,
-                                head_pairs_refusal, o_by_tma_only, split_tiles_refusal, tile_window_for,
-                                uses_pma_roles, uses_pma_shared_roles, with_split_tiles)
+from kernels.tlx_hopper import (SPLIT_TILE_FIELDS, BwdConfig, _descriptor, bwd_config, fuses_dq,
+                                fwd_config, head_pairs_refusal, o_by_tma_only, split_tiles_refusal,
+                                tile_window_for, uses_pma_roles, uses_pma_shared_roles,
+                                with_split_tiles)
 
 H200_L2 = 50 * 2**20
 
@@ -421,4 +422,5 @@ def test_split_tiles_taken_where_it_runs(q_len, short_kv, pairs, n_prog, params,
     cfg = fwd_config(128, True, q_len, short_kv=short_kv)
     chosen = with_split_tiles(cfg, q_len, pairs, n_prog, params)
     assert chosen.split_tiles == split
-    assert chosen == (dataclasses.replace(cfg, split_tiles=True, late_p_cast=False) if split else cfg)
+    assert chosen == (dataclasses.replace(cfg, **SPLIT_TILE_FIELDS) if split else cfg)
+    assert not split or (chosen.split_tiles and not chosen.late_p_cast)

@@ -7,10 +7,12 @@
 # (FwdConfig.balanced_split, session 44) A/B'd twice on the one short row, PMA q128 fill 0.1 (the
 # bench rows check both sides' O against varlen and for bit-identity); (3) that row's per-CTA
 # timeline with the alternating and the balanced split (the groups' ends apart, the tail, the PDL
-# wait); (4) its no-math bound; (5) the balanced split at a per-tile cost of 1; (6) `tests/kernels`
-# in full: session 45 changed the forward's launcher (a plan per call signature) and the schedule
-# build's (constexprs passed positionally in both; the kernels' sm_90 SASS unchanged); the suite
-# holds the timeline's and the balanced split's GPU tests. Head pairs follow in
+# wait); (4) its no-math bound; (5) the balanced split at a per-tile cost of 1; (6) when the two
+# A/Bs' mean is 0.985 or less, the balanced split made the default in this call's tree
+# (flip_balanced.py: one line of kernels/tlx_hopper.py; the tests are written for either default);
+# (7) `tests/kernels` in full, on that default: session 45 changed the forward's launcher (a plan
+# per call signature) and the schedule build's (constexprs passed positionally in both; the
+# kernels' sm_90 SASS unchanged); the suite holds the timeline's and the balanced split's tests. Head pairs follow in
 # next_call_b_script.sh, the rest of session 44's diagnostics in next_call_c_script.sh, tables in
 # next_call_d_script.sh.
 # Run: CALL_S=570 bash docs/kernels/tlx_hopper_run46/next_call_a_script.sh,
@@ -38,5 +40,9 @@ done
 }
 [ "$(left)" -gt $(( TESTS_S + 40 )) ] && AB_TIMEOUT=40 ab_run balanced_cost1 tlx_fwd_ab_ratio \
   --only "$ROW" --ab "balanced_split=True,split_tile_cost=1"
+gate=$(ab_gate tlx_fwd_ab_ratio "$ROW<=0.985" "$OUT/ab_balanced_1.jsonl" "$OUT/ab_balanced_2.jsonl")
+log "balanced split gate: $gate"
+[ "$gate" = yes ] && python docs/kernels/tlx_hopper_run46/flip_balanced.py >> "$OUT/call.log" 2>&1 \
+  && md5sum kernels/*.py > "$OUT/md5_flipped.txt"
 gpu_tests kernels tests/kernels
 finish

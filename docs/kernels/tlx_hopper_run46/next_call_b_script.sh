@@ -11,7 +11,7 @@
 #      carry [".gpu/tools", ".gpu/kernels"], timeout_s 600
 source benchmarks/device_call.sh
 ROW="PMA q128 fill0.1"
-CAND="head_pairs=True,num_buf_kv=3"
+CAND="head_pairs=True,num_buf_kv=3,balanced_split=False"  # one head per tile: the alternating split
 if gpu_tests pairs tests/kernels/test_tlx_hopper.py -k "head_pairs"; then
   ab_run pairs_1 tlx_fwd_ab_ratio --only "$ROW" --ab "$CAND"
   ab_run pairs_2 tlx_fwd_ab_ratio --only "$ROW" --ab "$CAND"

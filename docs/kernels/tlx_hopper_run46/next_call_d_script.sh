@@ -6,10 +6,16 @@
 # before each (uptime) beside them. Session 45 changed the forward's and the schedule build's
 # launchers (kernels' SASS unchanged): unless TESTED=1 (call A ran `tests/kernels` in full on the
 # same code) the suite runs after the tables, which stop 330 s early for it (tables right after
-# pytest came out host-stalled in run 41), and judges the code the tables ran.
+# pytest came out host-stalled in run 41), and judges the code the tables ran. FLIP_BALANCED=1
+# times the balanced split as the default (flip_balanced.py), when call A's gate took it and it has
+# not been merged yet.
 # Run: CALL_S=560 bash docs/kernels/tlx_hopper_run46/next_call_d_script.sh,
 #      carry [".gpu/tools", ".gpu/kernels"], timeout_s 600
 source benchmarks/device_call.sh
+if [ "${FLIP_BALANCED:-0}" = 1 ]; then
+  python docs/kernels/tlx_hopper_run46/flip_balanced.py >> "$OUT/call.log" 2>&1 || { finish; exit; }
+  md5sum kernels/*.py > "$OUT/md5_flipped.txt"
+fi
 uptime >> "$OUT/call.log"
 if [ "${TESTED:-0}" = 1 ]; then tables bench46 3; else
   DEADLINE=$(( DEADLINE - 330 ))  # the tables stop 330 s early: tests/kernels after them

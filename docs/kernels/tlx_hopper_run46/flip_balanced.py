@@ -1,0 +1,27 @@
+"""Make FwdConfig.balanced_split the split tile's default (session 45's prepared flip).
+
+    python docs/kernels/tlx_hopper_run46/flip_balanced.py
+
+One exact edit of kernels/tlx_hopper.py: `SPLIT_TILE_FIELDS`, the fields `with_split_tiles` sets,
+gains balanced_split=True. The tests are written for either default (the balanced split's test
+flips it from the launcher's choice; head pairs and the ping-pong comparisons turn it off), so the
+suite runs unchanged on the flipped tree. Used by next_call_a_script.sh when its A/Bs pass the gate
+and by next_call_d_script.sh with FLIP_BALANCED=1; run it locally to merge the flip (then record
+the run in docs/kernels/tlx_hopper.md and the FwdConfig comment). Exits 1, changing nothing, when
+the line is not there exactly once.
+"""
+
+import sys
+from pathlib import Path
+
+PATH = Path(__file__).resolve().parents[3] / "kernels" / "tlx_hopper.py"
+OLD = 'SPLIT_TILE_FIELDS = types.MappingProxyType({"split_tiles": True, "late_p_cast": False})\n'
+NEW = ('SPLIT_TILE_FIELDS = types.MappingProxyType({"split_tiles": True, "late_p_cast": False,\n'
+       '                                           "balanced_split": True})\n')
+
+text = PATH.read_text()
+if text.count(OLD) != 1:
+    sys.exit(f"flip_balanced: {PATH} does not hold SPLIT_TILE_FIELDS as prepared (found "
+             f"{text.count(OLD)} times); nothing changed")
+PATH.write_text(text.replace(OLD, NEW))
+print(f"flip_balanced: {PATH}: SPLIT_TILE_FIELDS now sets balanced_split=True")
