@@ -424,3 +424,31 @@ def test_split_tiles_taken_where_it_runs(q_len, short_kv, pairs, n_prog, params,
     assert chosen.split_tiles == split
     assert chosen == (dataclasses.replace(cfg, **SPLIT_TILE_FIELDS) if split else cfg)
     assert not split or (chosen.split_tiles and not chosen.late_p_cast)
+
+
+def test_prepared_balanced_split_flip_still_applies():
+    """docs/kernels/tlx_hopper_run46/flip_balanced.py (the device calls' in-call flip) finds its
+    line exactly once, and the flipped line makes the split tile balanced; a second flip refuses
+    (on a flipped tree, as a device call's after its gate, only that)."""
+    import importlib.util
+    import types
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location(
+        "flip_balanced", root / "docs/kernels/tlx_hopper_run46/flip_balanced.py")
+    flip = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(flip)
+    text = (root / "kernels/tlx_hopper.py").read_text()
+    if flip.NEW in text:  # already flipped
+        assert SPLIT_TILE_FIELDS.get("balanced_split") is True
+        with pytest.raises(ValueError, match="not as prepared"):
+            flip.flipped(text)
+        return
+    after = flip.flipped(text)
+    namespace = {"types": types}
+    exec(flip.NEW, namespace)
+    assert dict(namespace["SPLIT_TILE_FIELDS"]) == {**SPLIT_TILE_FIELDS, "balanced_split": True}
+    assert after.count(flip.NEW) == 1
+    with pytest.raises(ValueError, match="not as prepared"):
+        flip.flipped(after)

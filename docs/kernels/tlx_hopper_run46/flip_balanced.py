@@ -19,9 +19,24 @@ OLD = 'SPLIT_TILE_FIELDS = types.MappingProxyType({"split_tiles": True, "late_p_
 NEW = ('SPLIT_TILE_FIELDS = types.MappingProxyType({"split_tiles": True, "late_p_cast": False,\n'
        '                                           "balanced_split": True})\n')
 
-text = PATH.read_text()
-if text.count(OLD) != 1:
-    sys.exit(f"flip_balanced: {PATH} does not hold SPLIT_TILE_FIELDS as prepared (found "
-             f"{text.count(OLD)} times); nothing changed")
-PATH.write_text(text.replace(OLD, NEW))
-print(f"flip_balanced: {PATH}: SPLIT_TILE_FIELDS now sets balanced_split=True")
+
+
+def flipped(text: str) -> str:
+    """text (kernels/tlx_hopper.py's) with the flip; ValueError unless OLD is there exactly once."""
+    if text.count(OLD) != 1:
+        raise ValueError(f"SPLIT_TILE_FIELDS is not as prepared (found {text.count(OLD)} times)")
+    return text.replace(OLD, NEW)
+
+
+def main() -> int:
+    try:
+        PATH.write_text(flipped(PATH.read_text()))
+    except ValueError as exc:
+        print(f"flip_balanced: {PATH}: {exc}; nothing changed", file=sys.stderr)
+        return 1
+    print(f"flip_balanced: {PATH}: SPLIT_TILE_FIELDS now sets balanced_split=True")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
