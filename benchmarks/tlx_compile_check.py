@@ -78,10 +78,10 @@ def fwd_variants(overrides: dict | None = None):
 def compile_fwd(cfg, d, dt, causal, window, bcast, q_len, timeline=False, kernel=None):
     """The forward variant; timeline: the diagnostic build that writes `tlx_timeline`'s stamps;
     kernel: another build of jfa_fwd_kernel's source (`tlx_fwd_bound`'s timing-only variants)."""
-    from kernels.tlx_hopper import o_by_tma_only
+    from kernels.tlx_hopper import fwd_constexprs, fwd_q_box
     from kernels.tlx_hopper_fwd import jfa_fwd_kernel
 
-    q_box = cfg.block_m if cfg.split_tiles else 64  # as the launcher's descriptors
+    q_box = fwd_q_box(cfg)  # as the launcher's descriptors
     sig = {
         "desc_q": _tdesc(dt, q_box, d), "desc_k": _tdesc(dt, cfg.block_n, d),
         "desc_v": _tdesc(dt, cfg.block_n, d), "desc_o": _tdesc(dt, q_box, d), "out_ptr": f"*{dt}",
@@ -92,18 +92,8 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len, timeline=False, kernel
     }
     if timeline:
         sig.update(timeline="*i64", timeline_stride="i32")
-    const = dict(HEAD_DIM=d, BLOCK_N=cfg.block_n, NUM_GROUPS=cfg.num_groups,
-                 NUM_BUF_Q=cfg.num_buf_q, NUM_BUF_KV=cfg.num_buf_kv,
-                 CONSUMER_REGS=cfg.consumer_regs, CAUSAL=causal, HAS_WINDOW=window,
-                 BROADCAST_Q=bcast, RESIDENT=bcast, TMA_STORE_O=cfg.tma_store_o,
-                 SKIP_IDLE_GROUPS=cfg.skip_idle_groups, LATE_P_CAST=cfg.late_p_cast,
-                 O_TMA_ONLY=o_by_tma_only(cfg, bcast, q_len), WARP_ARRIVE=cfg.warp_arrive,
-                 LAZY_RESCALE=cfg.lazy_rescale,
-                 RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
-                 SPLIT_TILES=cfg.split_tiles, HEAD_PAIRS=cfg.head_pairs,
-                 PAIR_PINGPONG=cfg.pair_pingpong, BALANCED_SPLIT=cfg.balanced_split,
-                 SPLIT_TILE_COST=cfg.split_tile_cost if cfg.balanced_split else 0,
-                 TIMELINE=timeline)
+    # the broadcast variants are resident ones (heads * q-blocks <= CTAs at the bench's shapes)
+    const = fwd_constexprs(cfg, d, causal, window, bcast, bcast, q_len, timeline)
     if not timeline:  # the launcher passes None: no parameter at all in the default build
         const.update(timeline=None, timeline_stride=None)
     return _compile(kernel or jfa_fwd_kernel, sig, const)

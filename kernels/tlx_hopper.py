@@ -438,6 +438,29 @@ _FWD_PLANS: dict[tuple, _FwdPlan] = {}
 MAX_FWD_PLANS = 256
 
 
+def fwd_q_box(cfg: FwdConfig) -> int:
+    """Rows of a consumer group's Q and O TMA boxes: a whole split tile, else one 64-row slice."""
+    return cfg.block_m if cfg.split_tiles else 64
+
+
+def fwd_constexprs(cfg: FwdConfig, head_dim: int, causal: bool, has_window: bool, broadcast: bool,
+                   resident: bool, q_len: int, timeline: bool) -> dict:
+    """`jfa_fwd_kernel`'s constexpr arguments for a configuration (the launcher's plan and the
+    sm_90 compile check build the same kernel from them)."""
+    return dict(
+        HEAD_DIM=head_dim, BLOCK_N=cfg.block_n, NUM_GROUPS=cfg.num_groups, NUM_BUF_Q=cfg.num_buf_q,
+        NUM_BUF_KV=cfg.num_buf_kv, CONSUMER_REGS=cfg.consumer_regs, CAUSAL=causal,
+        HAS_WINDOW=has_window, BROADCAST_Q=broadcast, RESIDENT=resident,
+        TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
+        LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
+        WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
+        RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
+        SPLIT_TILES=cfg.split_tiles, HEAD_PAIRS=cfg.head_pairs, PAIR_PINGPONG=cfg.pair_pingpong,
+        BALANCED_SPLIT=cfg.balanced_split,
+        SPLIT_TILE_COST=cfg.split_tile_cost if cfg.balanced_split else 0,  # one build without it
+        TIMELINE=timeline)
+
+
 def _fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | None,
               timeline: bool) -> _FwdPlan:
     """The call's `_FwdPlan`, built (and its configuration checked, raising a ValueError naming the
@@ -500,23 +523,13 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
     ctas_per_pair = n_prog // pairs if resident else 1
     if resident:
         n_prog = pairs * ctas_per_pair
-    constexprs = dict(
-        HEAD_DIM=d, BLOCK_N=cfg.block_n, NUM_GROUPS=cfg.num_groups, NUM_BUF_Q=cfg.num_buf_q,
-        NUM_BUF_KV=cfg.num_buf_kv, CONSUMER_REGS=cfg.consumer_regs, CAUSAL=bool(params.causal),
-        HAS_WINDOW=window is not None, BROADCAST_Q=broadcast, RESIDENT=resident,
-        TMA_STORE_O=cfg.tma_store_o, SKIP_IDLE_GROUPS=cfg.skip_idle_groups,
-        LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
-        WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
-        RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
-        SPLIT_TILES=cfg.split_tiles, HEAD_PAIRS=cfg.head_pairs, PAIR_PINGPONG=cfg.pair_pingpong,
-        BALANCED_SPLIT=cfg.balanced_split,
-        SPLIT_TILE_COST=cfg.split_tile_cost if cfg.balanced_split else 0,  # one build without it
-        TIMELINE=timeline)
+    constexprs = fwd_constexprs(cfg, d, bool(params.causal), window is not None, broadcast,
+                                resident, q_len, timeline)
     return _FwdPlan(
         cfg=cfg,
         schedule=(B, q_len, num_mb, window, bool(params.causal), broadcast, cfg.block_m, cfg.block_n),
         n_prog=n_prog, pairs=pairs, resident=resident, ctas_per_pair=ctas_per_pair,
-        q_box=cfg.block_m if cfg.split_tiles else 64,
+        q_box=fwd_q_box(cfg),
         scalars=(_sm_scale(params, d), 0 if window is None else int(window), B, hq, hq // hkv, q_len,
                  num_mb),
         scalars_after=(ctas_per_pair, cfg.tile_window or num_mb),
