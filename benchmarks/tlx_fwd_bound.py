@@ -3,6 +3,7 @@ kernel, A/B against the real one in the bench's regime (GPU, fbtriton).
 
     python -m benchmarks.tlx_fwd_bound [--only "PMA q128 fill0.1"] [--variant nomath] [--rounds 4]
         [--out FILE.jsonl]
+    python -m benchmarks.tlx_fwd_bound --kernel-file OLD.py ...   (e.g. `git show REV:kernels/tlx_hopper_fwd.py`)
 
 A variant is the forward kernel's source with exact-text edits, imported as a module of its own
 (never `kernels.tlx_hopper_fwd`) and launched by `tlx_hopper.forward` in place of the real kernel
@@ -12,7 +13,10 @@ call, configuration and schedule build):
   back, without a wgmma or a softmax, and stores zeros for O (LSE -inf). The K/V loads, the ring's
   protocol, the O and LSE stores and the schedule are the real kernel's;
 - nostore: nomath without the O and LSE stores: the K/V stream and the protocol alone.
-Their outputs are wrong: for timing only, never for use. An edit whose text is not in the kernel
+With `--kernel-file`, the other side is instead another version of the kernel's whole source (the
+same signature: a change inside the kernel, timed against the code before it); its outputs must
+equal the real kernel's bit for bit (`same_output`) or the tool fails. The variants' outputs are
+wrong: for timing only, never for use. An edit whose text is not in the kernel
 exactly once fails loudly (the kernel moved on). The ratio nomath / real says how much of the
 forward's time its math and the consumers' latency add over moving its bytes the way it does;
 `benchmarks/hbm_probe.py` times the same bytes moved by the simplest kernels.
@@ -38,19 +42,11 @@ IDLE_CHOICE = """                            idle = False  # a compile-time Fals
 """
 IDLE_ALWAYS = """                            idle = True  # tlx_fwd_bound: no math in any tile
 """
-IDLE_PINGPONG = """                                    _pingpong_enter(cid, NUM_GROUPS)
-                                    _pingpong_leave(cid, NUM_GROUPS)
-"""
-# the idle path exists for self/cross's ping-pong tile; split tiles have no turns to keep
-IDLE_PINGPONG_IF_ANY = """                                    if PINGPONG:
-                                        _pingpong_enter(cid, NUM_GROUPS)
-                                        _pingpong_leave(cid, NUM_GROUPS)
-"""
 STORE_O_LSE = """                        _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0 + ROW_OFF,
                                      out_row0, head, qlen, total_out, tma_o, cid, H, HEAD_DIM,
                                      TMA_STORE_O, BROADCAST_Q, O_TMA_ONLY, FAST_EPILOGUE, Q_ROWS)
 """
-NO_MATH = [(IDLE_CHOICE, IDLE_ALWAYS), (IDLE_PINGPONG, IDLE_PINGPONG_IF_ANY)]
+NO_MATH = [(IDLE_CHOICE, IDLE_ALWAYS)]  # the idle path keeps turns only in the ping-pong tile
 VARIANTS = {"nomath": NO_MATH, "nostore": NO_MATH + [(STORE_O_LSE, "")]}
 
 
@@ -62,11 +58,13 @@ def edited_source(variant: str, text: str | None = None) -> str:
     return edit_exactly(text, VARIANTS[variant], variant, KERNEL.name)
 
 
-def variant_kernel(variant: str):
-    """`variant`'s jfa_fwd_kernel, from its edited source in a module of its own (needs fbtriton)."""
+def variant_kernel(variant: str, source: str | None = None):
+    """`variant`'s jfa_fwd_kernel, from its edited source (or `source` as it is) in a module of its
+    own (needs fbtriton)."""
     name = f"tlx_hopper_fwd_{variant}"
     path = Path(tempfile.mkdtemp(prefix="tlx_fwd_bound_")) / f"{name}.py"
-    path.write_text(edited_source(variant))  # Triton reads a kernel's source from its file
+    # Triton reads a kernel's source from its file
+    path.write_text(edited_source(variant) if source is None else source)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -78,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", default="PMA q128 fill0.1", help="tlx_hopper_bench shapes (comma-separated substrings)")
     ap.add_argument("--variant", choices=sorted(VARIANTS), default="nomath")
+    ap.add_argument("--kernel-file", help="the other side: this forward kernel source (instead of a variant)")
     ap.add_argument("--rounds", type=int, default=4, help="ABBA rounds per shape")
     ap.add_argument("--out", help="also write the rows (JSONL) here")
     args = ap.parse_args(argv)
@@ -90,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks import tlx_hopper_bench as tb
     from kernels import tlx_hopper, tlx_hopper_fwd
 
-    real, bound = tlx_hopper_fwd.jfa_fwd_kernel, variant_kernel(args.variant)
+    variant = "file" if args.kernel_file else args.variant
+    source = Path(args.kernel_file).read_text() if args.kernel_file else None
+    real, bound = tlx_hopper_fwd.jfa_fwd_kernel, variant_kernel(variant, source)
     rows = []
     for sh in tb.selected_shapes(args.only):
         x = tb.build(sh)
@@ -106,10 +107,15 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 tlx_hopper_fwd.jfa_fwd_kernel = real
 
-        out, _ = forward_bound()
-        row = dict(name=sh["name"], variant=args.variant)
-        if args.variant == "nomath":  # its O is zeros: the variant ran, not the real kernel
+        out, lse = forward_bound()
+        row = dict(name=sh["name"], variant=variant)
+        if variant == "nomath":  # its O is zeros: the variant ran, not the real kernel
             row["bound_out_zeros"] = bool((out == 0).all())
+        if variant == "file":  # another version of the kernel: the same values or no timing
+            out_real, lse_real = forward()
+            row["same_output"] = bool(torch.equal(out, out_real) and torch.equal(lse, lse_real))
+            if not row["same_output"]:
+                raise SystemExit(f"{sh['name']}: {args.kernel_file}'s outputs differ from the kernel's")
         tb.TIMED_HOST_US.clear()
         ab = tb.ab_rounds(tb.bench(forward), forward, forward_bound, rounds=args.rounds)
         row.update(tlx_fwd_ms=ab["base"], bound_ms=ab["ab"], bound_ratio=ab["ratio"],

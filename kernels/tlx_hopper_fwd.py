@@ -241,6 +241,25 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
 
 
 @triton.jit
+def _pass_kv_blocks(k_fulls, k_empties, v_fulls, v_empties, cnt, nblk, cid: tl.constexpr,
+                    NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr, PINGPONG: tl.constexpr):
+    """K/V blocks cnt .. cnt+nblk-1 passed without math: each waited for (so the next wait on its
+    slot cannot see this load's phase as an older one) and released; with PINGPONG the group keeps
+    its turns with the others. Returns cnt + nblk."""
+    for j in range(0, nblk):
+        kv_idx, kv_phase = _bufidx_phase(cnt, NUM_BUF_KV)
+        tlx.barrier_wait(k_fulls[kv_idx], kv_phase)
+        if PINGPONG:
+            _pingpong_enter(cid, NUM_GROUPS)
+            _pingpong_leave(cid, NUM_GROUPS)
+        tlx.barrier_arrive(k_empties[kv_idx], 1)
+        tlx.barrier_wait(v_fulls[kv_idx], kv_phase)  # this block's V
+        tlx.barrier_arrive(v_empties[kv_idx], 1)
+        cnt += 1
+    return cnt
+
+
+@triton.jit
 def _first_block(q_buf, k_tiles, k_fulls, k_empties, cnt, first_full, start_n, rows, klen, window,
                  qk_scale, cid: tl.constexpr, NUM_GROUPS: tl.constexpr,
                  NUM_BUF_KV: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
@@ -453,7 +472,7 @@ def jfa_fwd_kernel(
     # two adjacent heads, group c computing head 2h + c; the producer requests both heads' K/V rows
     # together (512 contiguous bytes of each row instead of 256)
     tl.static_assert(not HEAD_PAIRS or (SPLIT_TILES and NUM_GROUPS == 2))
-    # consumer groups sharing a tile: its Q tiles per q-block and the readers of each K/V block
+    # consumer groups sharing a tile: its Q tiles per q-block
     TILE_GROUPS: tl.constexpr = NUM_GROUPS if HEAD_PAIRS or not SPLIT_TILES else 1
     H_TILES = H // 2 if HEAD_PAIRS else H  # the schedule's heads: head pairs with HEAD_PAIRS
     # the groups take turns issuing QK^T (named barriers PINGPONG_BAR + c): every tile of the
@@ -482,15 +501,20 @@ def jfa_fwd_kernel(
     q_empties = tlx.alloc_barriers(num_barriers=NUM_GROUPS * NUM_BUF_Q, arrive_count=1)
     k_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=1)
     v_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=1)
+    # a K/V slot goes back to the producer once every group has passed its block, the split tile's
+    # other group too (it waits for the block and releases it unread): with the owner's release
+    # alone, a group stepping over more than NUM_BUF_KV blocks of the other's tiles could wait on
+    # a slot whose previous load has not landed yet, and a parity-only mbarrier then reads that
+    # earlier phase as done (stale K/V, and a release that corrupts the ring's protocol)
     if WARP_ARRIVE:
         # every consumer thread arrives on its own once its wgmma that read the slot was waited on:
         # no warpgroup sync before each arrive (a plain mbarrier takes one thread's arrival after a
         # bar.sync of its 128 threads, two per arrive in the sm_90 SASS)
-        k_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * TILE_GROUPS)
-        v_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * TILE_GROUPS)
+        k_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * NUM_GROUPS)
+        v_empties = tlx.alloc_warp_barrier(num_barriers=NUM_BUF_KV, num_warps=4 * NUM_GROUPS)
     else:
-        k_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=TILE_GROUPS)
-        v_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=TILE_GROUPS)
+        k_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
+        v_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_KV, arrive_count=NUM_GROUPS)
     # TMA_STORE_O: self/cross attention stage O in the group's Q tile (NUM_BUF_Q >= 2: the next
     # tile's Q arrives in the other slot while the store drains); broadcast Q stays resident, so
     # each group stages it in a tile of its own, reused once the previous tile's store read it
@@ -561,8 +585,9 @@ def jfa_fwd_kernel(
                         theirs = owner != cid
                     elif SPLIT_TILES and not HEAD_PAIRS:
                         theirs = it % NUM_GROUPS != cid
-                    if theirs:  # its K/V blocks pass by in the ring: step the counter over them
-                        cnt_kv += nblk
+                    if theirs:  # its K/V blocks pass by in the ring: each waited for, released
+                        cnt_kv = _pass_kv_blocks(k_fulls, k_empties, v_fulls, v_empties, cnt_kv,
+                                                 nblk, cid, NUM_GROUPS, NUM_BUF_KV, False)
                     else:
                         head = h  # this group's query head (h is the schedule's)
                         if HEAD_PAIRS:
@@ -599,15 +624,9 @@ def jfa_fwd_kernel(
                                 if O_IN_Q:
                                     _release_staged_q_slot(q_empties, release, held_o)
                                 held_o = 0
-                                for j in range(0, nblk):
-                                    kv_idx, kv_phase = _bufidx_phase(cnt_kv, NUM_BUF_KV)
-                                    tlx.barrier_wait(k_fulls[kv_idx], kv_phase)
-                                    _pingpong_enter(cid, NUM_GROUPS)
-                                    _pingpong_leave(cid, NUM_GROUPS)
-                                    tlx.barrier_arrive(k_empties[kv_idx], 1)
-                                    tlx.barrier_wait(v_fulls[kv_idx], kv_phase)  # this block's V
-                                    tlx.barrier_arrive(v_empties[kv_idx], 1)
-                                    cnt_kv += 1
+                                cnt_kv = _pass_kv_blocks(k_fulls, k_empties, v_fulls, v_empties,
+                                                         cnt_kv, nblk, cid, NUM_GROUPS, NUM_BUF_KV,
+                                                         PINGPONG)
                             else:
                                 first_full, a, c = kv_unmasked_range(
                                     m0, qlen, klen, window, lo, nblk, CAUSAL, HAS_WINDOW, BLOCK_M,

@@ -60,6 +60,7 @@ class Case:
     window: int | None = None
     lens: str = "random"   # "random" (with 0 and max forced in) | "full" | "empty_kv" | "empty_q" | "one"
                            # | "long" (keys in [max/2, max], 0 and max forced in)
+                           # | "skew" (keys up to max/16, every 16th sequence near max)
     grid: int | None = None  # force the persistent grid size (None: one CTA per SM)
 
     @property
@@ -78,6 +79,12 @@ def _lengths(n: int, max_len: int, how: str, g: torch.Generator) -> list[int]:
         return [max_len] * n
     if how == "one":
         return [1] * n
+    if how == "skew":  # short keys (up to max/16) with every 16th sequence near max: a short mean
+        ls = torch.randint(0, max_len // 16 + 1, (n,), generator=g).tolist()
+        for i in range(1, n, 16):
+            ls[i] = max_len - int(torch.randint(0, 8, (1,), generator=g))
+        ls[0] = 0
+        return ls
     # "long": in [max/2, max] (with the empty and the full one: a mean >= max/2 for n >= 10)
     ls = torch.randint(max_len // 2 if how == "long" else 0, max_len + 1, (n,), generator=g).tolist()
     if n >= 3:
@@ -88,7 +95,7 @@ def _lengths(n: int, max_len: int, how: str, g: torch.Generator) -> list[int]:
 def make_inputs(case: Case, seed: int):
     g = torch.Generator().manual_seed(seed)
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[case.dtype]
-    k_lens = _lengths(case.B, case.max_kv, case.lens if case.lens in ("full", "one", "long")
+    k_lens = _lengths(case.B, case.max_kv, case.lens if case.lens in ("full", "one", "long", "skew")
                       else "random", g)
     if case.lens == "empty_kv":
         k_lens = [0] * case.B
@@ -375,11 +382,14 @@ def short_key_cases() -> list[Case]:
 def split_tiles_cases() -> list[Case]:
     """Broadcast Q with q_len 128 and short keys, where `FwdConfig.split_tiles` runs: odd lengths,
     sequences without keys (0 to 33 keys: many), all sequences one key long, fp16, GQA, a grid of 3
-    CTAs walking hundreds of tiles each (an odd count leaves one group a tile more), and more CTAs
-    than tiles (the second group idle)."""
+    CTAs walking hundreds of tiles each (an odd count leaves one group a tile more), more CTAs
+    than tiles (the second group idle), and a short mean with a few ~1000-key sequences (a group
+    steps over the other's 32-block tiles, four times the K/V ring)."""
     return [Case("bcast", 200, 128, 200, 2, 2), Case("bcast", 64, 128, 33, 2, 2),
             Case("bcast", 120, 128, 150, 4, 2, 128, "fp16"), Case("bcast", 301, 128, 90, 2, 2, grid=3),
-            Case("bcast", 40, 128, 60, 2, 2, lens="one"), Case("bcast", 7, 128, 200, 2, 2)]
+            Case("bcast", 40, 128, 60, 2, 2, lens="one"), Case("bcast", 7, 128, 200, 2, 2),
+            Case("bcast", 100, 128, 1000, 2, 2, lens="skew"),
+            Case("bcast", 100, 128, 1000, 2, 2, lens="skew", grid=3)]
 
 
 def long_key_cases() -> list[Case]:
@@ -776,7 +786,8 @@ def head_pairs_cases() -> list[Case]:
     sequences without keys, one-key sequences, fp16, a grid of 3 CTAs, fewer tiles than CTAs."""
     return [Case("bcast", 200, 128, 200, 2, 2), Case("bcast", 64, 128, 33, 4, 4),
             Case("bcast", 120, 128, 150, 4, 4, 128, "fp16"), Case("bcast", 301, 128, 90, 2, 2, grid=3),
-            Case("bcast", 40, 128, 60, 2, 2, lens="one"), Case("bcast", 7, 128, 200, 4, 4)]
+            Case("bcast", 40, 128, 60, 2, 2, lens="one"), Case("bcast", 7, 128, 120, 4, 4),
+            Case("bcast", 100, 128, 1000, 4, 4, lens="skew", grid=6)]
 
 
 @pytest.mark.gpu
