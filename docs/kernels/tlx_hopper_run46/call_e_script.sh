@@ -10,7 +10,7 @@
 # (3) the balanced split's A/B, now that it can run; (4) the kernel before the fix on the skewed
 # cases (expected to fail or hang: the bug's evidence); (5) while time is left, the same A/Bs again
 # and the rest of tests/kernels.
-# Run: CALL_S=430 bash docs/kernels/tlx_hopper_run46/call_e_script.sh, carry [".gpu/tools", ".gpu/kernels"]
+# Run: CALL_S=220 (what the session's device time left) bash docs/kernels/tlx_hopper_run46/call_e_script.sh, carry [".gpu/tools", ".gpu/kernels"]
 source benchmarks/device_call.sh
 ROW="PMA q128 fill0.1"
 before_fix() {
@@ -18,11 +18,14 @@ before_fix() {
     --out "$OUT/ab_before_fix_$1.jsonl" > "$OUT/ab_before_fix_$1.log" 2>&1
   log "before-fix / fixed rc=$? $(ratios "$OUT/ab_before_fix_$1.jsonl" bound_ratio)"
 }
+CALL_END=$DEADLINE; DEADLINE=$(( DEADLINE - 55 ))  # the old kernel's evidence keeps 55 s
 gpu_tests fwd_split tests/kernels -k "split or head_pairs or (q128 and not bwd and not backward and not grad)"
-before_fix 1
-AB_TIMEOUT=80 ab_run balanced_1 tlx_fwd_ab_ratio --only "$ROW" --ab "balanced_split=True"
+[ "$(left)" -gt 60 ] && before_fix 1
+[ "$(left)" -gt 60 ] && AB_TIMEOUT=$(( $(left) > 80 ? 80 : $(left) )) ab_run balanced_1 tlx_fwd_ab_ratio --only "$ROW" --ab "balanced_split=True"
+DEADLINE=$CALL_END
 cp kernels/tlx_hopper_fwd.py /tmp/fixed_fwd.py && cp devrun/old_fwd.py kernels/tlx_hopper_fwd.py
-timeout 45 python -m pytest tests/kernels/test_tlx_hopper.py -k "skew and split_tiles_changes" -q \
+t=$(( $(left) - 8 )); [ "$t" -gt 45 ] && t=45
+timeout "$t" python -m pytest tests/kernels/test_tlx_hopper.py -k "skew and split_tiles_changes" -q \
   -p no:cacheprovider > "$OUT/tests_before_fix_skew.txt" 2>&1
 log "before-fix skew tests rc=$? $(tail -1 "$OUT/tests_before_fix_skew.txt")"
 grep -E "^E .*(mismatch|Mismatched|assert)" "$OUT/tests_before_fix_skew.txt" | head -5 >> "$OUT/call.log"
