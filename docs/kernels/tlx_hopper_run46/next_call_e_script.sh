@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run 46's second call (session 46). Call A found the balanced split hanging at the bench's shape,
+# Prepared in session 46 as run 46's second call. Call A found the balanced split hanging at the bench's shape,
 # traced to the split tile's K/V ring: a group stepping over the other group's blocks only counted
 # them, so after more than NUM_BUF_KV of them it could wait on a slot whose previous load had not
 # landed (a parity-only mbarrier reads that as done: stale K/V, and a release that corrupts the
@@ -10,7 +10,9 @@
 # (3) the balanced split's A/B, now that it can run; (4) the kernel before the fix on the skewed
 # cases (expected to fail or hang: the bug's evidence); (5) while time is left, the same A/Bs again
 # and the rest of tests/kernels.
-# Run: CALL_S=220 (what the session's device time left) bash docs/kernels/tlx_hopper_run46/call_e_script.sh, carry [".gpu/tools", ".gpu/kernels"]
+# Not run in session 46 (no machine lent in time; call F ran its tests). Before running:
+#   git show 3f5ecba:kernels/tlx_hopper_fwd.py > devrun/old_fwd.py   (untracked; it travels)
+# Run: CALL_S=430 bash docs/kernels/tlx_hopper_run46/next_call_e_script.sh, carry [".gpu/tools", ".gpu/kernels"]
 source benchmarks/device_call.sh
 ROW="PMA q128 fill0.1"
 before_fix() {
