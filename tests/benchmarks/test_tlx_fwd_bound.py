@@ -74,3 +74,19 @@ def test_the_variant_runs_on_its_side_of_each_round_only(monkeypatch):
 def test_timing_needs_a_gpu():
     with pytest.raises(SystemExit, match="tlx_fwd_bound needs a CUDA device"):
         tlx_fwd_bound.main(["--rounds", "1"])
+
+
+def test_kernel_file_is_loaded_as_it_is():
+    # --kernel-file: another version of the kernel's source, unedited, in a module of its own
+    pytest.importorskip("triton.language.extra.tlx")
+    import sys
+    from pathlib import Path
+
+    from kernels import tlx_hopper_fwd
+
+    source = tlx_fwd_bound.KERNEL.read_text() + "\n# another version of the kernel\n"
+    kernel = tlx_fwd_bound.variant_kernel("file", source)
+    module = sys.modules["tlx_hopper_fwd_file"]
+    assert Path(module.__file__).read_text() == source
+    assert kernel is module.jfa_fwd_kernel and kernel is not tlx_hopper_fwd.jfa_fwd_kernel
+    assert kernel.arg_names == tlx_hopper_fwd.jfa_fwd_kernel.arg_names
