@@ -170,7 +170,9 @@ class FwdConfig:
     # CTA) instead of its 64 rows of every tile in ping-pong (`tlx_hopper_fwd`'s SPLIT_TILES); O and
     # LSE bit-identical. Run 41's profile of the PMA q128 fill-0.1 forward: ~3 blocks per tile, the
     # producer waiting for free K/V slots (46 % of its samples) while the consumers issue in 40 %
-    # of the cycles and DRAM runs at 66 %: the ping-pong tile's latency bounds it
+    # of the cycles and DRAM runs at 66 %: the ping-pong tile's latency bounds it. A group waits
+    # for and releases the other group's blocks too (run 46: stepping over them by count alone, a
+    # group past more than num_buf_kv of them read stale slots: wrong rows or a hang)
     split_tiles: bool = False
     # with split_tiles, Hq == Hkv even: a tile is a batch element's q-block of two adjacent heads,
     # one per consumer group, and the producer requests both heads' K/V rows together (512
@@ -190,7 +192,8 @@ class FwdConfig:
     # bit-identical (a tile's computation does not depend on its group)
     balanced_split: bool = False
     # balanced_split's estimate of a tile's fixed cost (its first block's wait, its epilogue) in
-    # K/V blocks, beside its blocks (a guess until the forward's timeline fits it)
+    # K/V blocks, beside its blocks (run 46's q128 fill-0.1 timeline: a one-block tile takes
+    # 2.8 µs against ~1.05 µs per further block, a constant of ~1.7 blocks: its O's bytes)
     split_tile_cost: int = 2
 
     @property
