@@ -720,10 +720,6 @@ def test_forward_switch_changes_no_value(case, field):
     assert torch.equal(out, out_f) and torch.equal(lse, lse_f)
 
 
-# what split_tiles needs beside it in the short-key PMA q128 tile (`tlx_hopper.split_tiles_refusal`)
-SPLIT_TILES = {"split_tiles": True, "late_p_cast": False}
-
-
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", split_tiles_cases(), ids=lambda c: c.name)
@@ -734,7 +730,7 @@ def test_split_tiles_changes_no_value(case):
     from kernels import tlx_hopper
 
     inputs = make_inputs(case, zlib.crc32(case.name.encode()))
-    res = check_forward(case, inputs=inputs, overrides=SPLIT_TILES)
+    res = check_forward(case, inputs=inputs, overrides=dict(tlx_hopper.SPLIT_TILE_FIELDS))
     assert res["ok"], res
     q, k, v, q_off, k_off, _, _ = inputs
     params = _params(case, 1 / math.sqrt(case.d))
@@ -771,7 +767,7 @@ def _check_split_tile_switches(case: Case, switches_of) -> None:
     with persistent_grid(case.grid):
         default = tlx_hopper.call_fwd_config(q, k, k_off, params)
     switches = switches_of(default)
-    res = check_forward(case, inputs=inputs, overrides={**SPLIT_TILES, **switches})
+    res = check_forward(case, inputs=inputs, overrides={**tlx_hopper.SPLIT_TILE_FIELDS, **switches})
     assert res["ok"], res
     switched = dataclasses.replace(default, **switches)
     assert default.split_tiles and switched != default
@@ -831,7 +827,8 @@ def test_split_tiles_refuses_a_call_it_cannot_run():
     case = Case("bcast", 20, 128, 100, 2, 2, 128, "bf16", True)
     q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
     params = _params(case, 1 / math.sqrt(case.d))
-    config = dataclasses.replace(tlx_hopper.call_fwd_config(q, k, k_off, params), **SPLIT_TILES)
+    config = dataclasses.replace(tlx_hopper.call_fwd_config(q, k, k_off, params),
+                                 **tlx_hopper.SPLIT_TILE_FIELDS)
     with pytest.raises(ValueError, match="split_tiles needs no causal or window mask"):
         tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
 
