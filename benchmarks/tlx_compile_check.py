@@ -58,6 +58,10 @@ def fwd_variants(overrides: dict | None = None):
                     f" q{q_len if bcast else '-'} G{cfg.num_groups} BN{cfg.block_n}"
                     + (f" {keys}" if keys else ""))
             yield name, cfg, d, dt, causal, window, bcast, q_len if bcast else 0
+            shift = bcast and not (causal or window) and not cfg.shift_tail
+            if shift:  # the shifted-tail candidate (FwdConfig.shift_tail: PMA's mask only)
+                yield (name + " shift", dataclasses.replace(cfg, shift_tail=True), d, dt, causal,
+                       window, bcast, q_len)
             if bcast:  # the launcher's split tiles where a resident call takes them (overrides too)
                 params = JFAParams(max_seq_len_q=q_len, max_seq_len_kv=1024, sm_scale=None, causal=causal,
                                    window_size=16 if window else None, broadcast_q=True)
@@ -73,6 +77,9 @@ def fwd_variants(overrides: dict | None = None):
                     other = dataclasses.replace(split, balanced_split=not split.balanced_split)
                     rule = "balanced" if other.balanced_split else "alternating"
                     yield name + " split " + rule, other, d, dt, causal, window, bcast, q_len
+                    if shift:
+                        yield (name + " split shift", dataclasses.replace(split, shift_tail=True),
+                               d, dt, causal, window, bcast, q_len)
 
 
 def compile_fwd(cfg, d, dt, causal, window, bcast, q_len, timeline=False, kernel=None):

@@ -195,6 +195,13 @@ class FwdConfig:
     # K/V blocks, beside its blocks (run 46's q128 fill-0.1 timeline: a one-block tile takes
     # 2.8 µs against ~1.05 µs per further block, a constant of ~1.7 blocks: its O's bytes)
     split_tile_cost: int = 2
+    # broadcast Q without a causal/window mask: a sequence's partial last K/V block, where it has
+    # block_n keys or more, is loaded ending at its last key (the first rows repeat the previous
+    # block's, just read by the same CTA, and are masked) instead of reading block_n - klen %
+    # block_n rows of the next sequence, which another CTA reads at another time. At the q128
+    # fill-0.1 row's 32-key blocks that is ~13 of the ~16 padded rows per tile (16 % of the K/V
+    # reads, run 46). Not bit-identical: the tail's columns sit at other places in the block
+    shift_tail: bool = False
 
     @property
     def block_m(self) -> int:
@@ -461,7 +468,7 @@ def fwd_constexprs(cfg: FwdConfig, head_dim: int, causal: bool, has_window: bool
         SPLIT_TILES=cfg.split_tiles, HEAD_PAIRS=cfg.head_pairs, PAIR_PINGPONG=cfg.pair_pingpong,
         BALANCED_SPLIT=cfg.balanced_split,
         SPLIT_TILE_COST=cfg.split_tile_cost if cfg.balanced_split else 0,  # one build without it
-        TIMELINE=timeline)
+        SHIFT_TAIL=cfg.shift_tail, TIMELINE=timeline)
 
 
 def _fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | None,
@@ -510,6 +517,9 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
         reason = head_pairs_refusal(cfg, hq, hkv)
         if reason is not None:
             raise ValueError(f"tlx FwdConfig: head_pairs {reason}")
+    if cfg.shift_tail and not (broadcast and not params.causal and params.window_size is None):
+        raise ValueError("tlx FwdConfig: shift_tail needs broadcast_q without a causal or window "
+                         "mask (a tile's blocks then start at key 0 and only the last is partial)")
     if broadcast and cfg.skip_idle_groups:
         raise ValueError("tlx FwdConfig: skip_idle_groups needs self/cross attention (not broadcast_q): "
                          "it is only tested and measured there")

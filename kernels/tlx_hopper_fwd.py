@@ -125,17 +125,22 @@ def _pingpong_leave(cid: tl.constexpr, NUM_GROUPS: tl.constexpr):
 @triton.jit
 def _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window, CAUSAL: tl.constexpr,
                    HAS_WINDOW: tl.constexpr, MASK: tl.constexpr, BLOCK_N: tl.constexpr,
-                   LAZY_RESCALE: tl.constexpr):
+                   LAZY_RESCALE: tl.constexpr, col_lo=0, SHIFT_TAIL: tl.constexpr = False):
     """Online-softmax update for one score block; returns (p fp32, alpha, m_i, l_i).
 
     m_i is the running max of the base-2 scaled scores (with LAZY_RESCALE, the max in use: up to
-    RESCALE_SLACK below the true one); -inf while a row has seen no visible key.
+    RESCALE_SLACK below the true one); -inf while a row has seen no visible key. SHIFT_TAIL (a
+    shifted last block, `_kv_block_start`: it ends at the sequence's last key, no causal/window
+    mask): the columns below col_lo repeat the previous block's keys, the only ones masked.
     """
     if MASK:
         # compare block-local columns with per-row thresholds: nothing 2-D is loop invariant,
         # so the compiler cannot hoist (and spill) a [rows, cols] mask out of the KV loop
         cols = tl.arange(0, BLOCK_N)[None, :]
-        vis = cols < klen - start_n
+        if SHIFT_TAIL:
+            vis = cols >= col_lo
+        else:
+            vis = cols < klen - start_n
         rel = (rows - start_n)[:, None]  # query position relative to the block start
         if CAUSAL:
             vis = vis & (cols <= rel)
@@ -214,7 +219,7 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
                       CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, MASK: tl.constexpr,
                       BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
                       LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr, PINGPONG: tl.constexpr,
-                      KV_SLOT0: tl.constexpr):
+                      KV_SLOT0: tl.constexpr, col_lo=0, SHIFT_TAIL: tl.constexpr = False):
     """Steady state: QK^T of block cnt overlapped with PV of block cnt-1 (p holds its probs: in
     the MMA dtype, or fp32 with LATE_P_CAST, cast only once this block's QK^T is issued, so the
     cast runs beside the tensor core instead of before the issue, as the TLX tutorial does).
@@ -231,7 +236,8 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
     qk = tlx.async_dot_wait(1, qk)
     tlx.barrier_arrive(k_empties[k_idx], 1)
     p, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window,
-                                        CAUSAL, HAS_WINDOW, MASK, BLOCK_N, LAZY_RESCALE)
+                                        CAUSAL, HAS_WINDOW, MASK, BLOCK_N, LAZY_RESCALE, col_lo,
+                                        SHIFT_TAIL)
     acc = tlx.async_dot_wait(0, acc)  # PV done: V slot free, acc safe to rescale
     tlx.barrier_arrive(v_empties[v_idx], 1)
     acc = _rescale(acc, alpha, LAZY_RESCALE)
@@ -297,6 +303,18 @@ def _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt, NUM_BUF_KV: tl.con
 
 
 @triton.jit
+def _kv_block_start(lo, j, klen, BLOCK_N: tl.constexpr, SHIFT_TAIL: tl.constexpr):
+    """Key position of a tile's K/V block j (blocks from lo on). SHIFT_TAIL (broadcast Q, no
+    causal/window mask, so lo == 0): a partial last block of a sequence with BLOCK_N keys or more
+    ends at its last key instead of reading the next sequence's rows; its first rows repeat the
+    previous block's, just read by this CTA (an L2 hit), and are masked (`_softmax_block`)."""
+    if SHIFT_TAIL:
+        return tl.minimum(lo + j * BLOCK_N, tl.maximum(klen - BLOCK_N, 0))
+    else:
+        return lo + j * BLOCK_N
+
+
+@triton.jit
 def _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, cnt,
                    row, col, HEAD_DIM: tl.constexpr, NUM_BUF_KV: tl.constexpr,
                    KV_BYTES: tl.constexpr, KV_HEADS: tl.constexpr):
@@ -336,7 +354,7 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                            CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
                            BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr,
                            Q_BYTES: tl.constexpr, KV_BYTES: tl.constexpr,
-                           HEAD_PAIRS: tl.constexpr):
+                           HEAD_PAIRS: tl.constexpr, SHIFT_TAIL: tl.constexpr):
     """The producer: the CTA's tiles in order, each tile's Q slices (once per
     q-block while it stays resident; HEAD_PAIRS: both heads' whole q-blocks, h the pair) and then
     its K/V blocks."""
@@ -373,8 +391,9 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                 kv_col = (h * 2 if HEAD_PAIRS else h // G) * HEAD_DIM  # HEAD_PAIRS: G == 1
                 for j in range(0, nblk):
                     _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
-                                   v_empties, cnt_kv, kv_row0 + lo + j * BLOCK_N, kv_col, HEAD_DIM,
-                                   NUM_BUF_KV, KV_BYTES, 2 if HEAD_PAIRS else 1)
+                                   v_empties, cnt_kv,
+                                   kv_row0 + _kv_block_start(lo, j, klen, BLOCK_N, SHIFT_TAIL),
+                                   kv_col, HEAD_DIM, NUM_BUF_KV, KV_BYTES, 2 if HEAD_PAIRS else 1)
                     cnt_kv += 1
         valid, b, h, mb = n_valid, n_b, n_h, n_mb
         q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
@@ -460,7 +479,7 @@ def jfa_fwd_kernel(
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
     FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, HEAD_PAIRS: tl.constexpr,
     PAIR_PINGPONG: tl.constexpr, BALANCED_SPLIT: tl.constexpr, SPLIT_TILE_COST: tl.constexpr,
-    TIMELINE: tl.constexpr,
+    SHIFT_TAIL: tl.constexpr, TIMELINE: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
     # SPLIT_TILES: a group computes all BLOCK_M rows of its own tiles from one resident Q tile (the
@@ -543,7 +562,8 @@ def jfa_fwd_kernel(
                                    n_prog, tile_entry, n_tiles, B, H_TILES, G, NUM_MB, ctas_per_pair,
                                    tile_window, q_off, k_off, q_len, window, HEAD_DIM, BLOCK_M,
                                    BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, TILE_GROUPS, CAUSAL, HAS_WINDOW,
-                                   BROADCAST_Q, RESIDENT, Q_BYTES, KV_BYTES, HEAD_PAIRS)
+                                   BROADCAST_Q, RESIDENT, Q_BYTES, KV_BYTES, HEAD_PAIRS,
+                                   SHIFT_TAIL)
 
         # ---- consumers: QK^T, online softmax, PV, epilogue -------------------------------
         with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=NUM_GROUPS):
@@ -659,12 +679,15 @@ def jfa_fwd_kernel(
                                         BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, PINGPONG,
                                         KV_SLOT0)
                                 for j in range(c, nblk):
+                                    # SHIFT_TAIL: only the last block is masked here, and it has
+                                    # a block before it (c >= 1), so it is the shifted one
+                                    start_n = _kv_block_start(lo, j, klen, BLOCK_N, SHIFT_TAIL)
                                     acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
                                         q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
-                                        acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
+                                        acc, p, m_i, l_i, cnt_kv, start_n, rows, klen, window,
                                         qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
                                         BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, PINGPONG,
-                                        KV_SLOT0)
+                                        KV_SLOT0, lo + j * BLOCK_N - start_n, SHIFT_TAIL)
                                 # epilogue: PV of the last block
                                 acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,
                                                       NUM_BUF_KV, dtype, KV_SLOT0)

@@ -392,6 +392,18 @@ def split_tiles_cases() -> list[Case]:
             Case("bcast", 100, 128, 1000, 2, 2, lens="skew", grid=3)]
 
 
+def shift_tail_cases() -> list[Case]:
+    """Broadcast Q without a mask at each key block size, where `FwdConfig.shift_tail` runs: the
+    split tile's 32-key blocks (its cases: lengths around the block size, one-key sequences,
+    sequences without keys, a grid of 3, skewed lengths), the ping-pong tile's 64-key blocks (q192's
+    three groups, q_len 100, GQA, fp16, a grid of 3), D=64's 128-key blocks and the long keys'."""
+    return [*split_tiles_cases(), Case("bcast", 100, 192, 300, 3, 3),
+            Case("bcast", 80, 100, 130, 2, 2, 128, "fp16"),
+            Case("bcast", 90, 128, 300, 4, 2, 128, "bf16", grid=3),
+            Case("bcast", 60, 128, 300, 2, 2, 64), Case("bcast", 10, 128, 1500, 2, 2, lens="long"),
+            Case("bcast", 10, 100, 1500, 4, 2, 128, "fp16", lens="long")]
+
+
 def long_key_cases() -> list[Case]:
     """Broadcast Q (q_len <= 128, D=128) with a mean key length above `tlx_hopper.LONG_KV_MEAN`:
     the launcher's 128-key blocks (odd lengths, q_len not a multiple of 64, causal, GQA, fp16)."""
@@ -817,6 +829,72 @@ def test_head_pairs_refusals():
     alone = dataclasses.replace(config, head_pairs=False, pair_pingpong=True)
     with pytest.raises(ValueError, match="pair_pingpong needs head_pairs"):
         tlx_hopper.forward(q, k, v, q_off, k_off, params, config=alone)
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", shift_tail_cases(), ids=lambda c: c.name)
+def test_shift_tail(case):
+    """FwdConfig.shift_tail (a sequence's partial last K/V block loaded ending at its last key)
+    against the reference; with head pairs too where the case allows them."""
+    from kernels import tlx_hopper
+
+    inputs = make_inputs(case, zlib.crc32(case.name.encode()))
+    res = check_forward(case, inputs=inputs, overrides={"shift_tail": True})
+    assert res["ok"], res
+    q, _, _, _, k_off, _, _ = inputs
+    params = _params(case, 1 / math.sqrt(case.d))
+    with persistent_grid(case.grid):
+        default = tlx_hopper.call_fwd_config(q, inputs[1], k_off, params)
+    if default.split_tiles and case.hq == case.hkv and case.hq % 2 == 0:
+        res = check_forward(case, inputs=inputs, overrides={
+            "shift_tail": True, "head_pairs": True, "num_buf_kv": 3, "balanced_split": False})
+        assert res["ok"], res
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", [Case("bcast", 60, 128, 100, 2, 2), Case("bcast", 60, 128, 400, 2, 2),
+                                  Case("bcast", 30, 128, 1500, 2, 2, lens="long")],
+                         ids=lambda c: c.name)
+def test_shift_tail_reads_no_row_of_the_next_sequence(case):
+    """With every odd sequence's V infinite, an even sequence of block_n keys or more keeps its
+    rows bit for bit under shift_tail (it reads none of the next sequence's rows), while the
+    default forward's padded tail block turns some of them NaN (p = 0 times inf): the switch is
+    what moves the loads."""
+    from kernels import tlx_hopper
+
+    q, k, v, q_off, k_off, _, k_lens = make_inputs(case, zlib.crc32(case.name.encode()))
+    params = _params(case, 1 / math.sqrt(case.d))
+    default = tlx_hopper.call_fwd_config(q, k, k_off, params)
+    shifted = dataclasses.replace(default, shift_tail=True)
+    poisoned = v.clone()
+    for b in range(1, case.B, 2):
+        poisoned[int(k_off[b]):int(k_off[b + 1])] = float("inf")
+    kept = [b for b in range(0, case.B, 2) if k_lens[b] >= default.block_n or k_lens[b] == 0]
+    padded = [b for b in kept if k_lens[b] % default.block_n and b + 1 < case.B and k_lens[b + 1]]
+    assert padded, "the case needs an even sequence with a partial tail before a poisoned one"
+    rows = lambda bs: torch.cat([torch.arange(b * case.max_q, (b + 1) * case.max_q) for b in bs])
+    out_clean, lse_clean = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=shifted)
+    out, lse = tlx_hopper.forward(q, k, poisoned, q_off, k_off, params, config=shifted)
+    assert torch.equal(out[rows(kept)], out_clean[rows(kept)])
+    assert torch.equal(lse[:, rows(kept)], lse_clean[:, rows(kept)])
+    out_d, _ = tlx_hopper.forward(q, k, poisoned, q_off, k_off, params, config=default)
+    assert torch.isnan(out_d[rows(padded)]).any()
+
+
+@pytest.mark.gpu
+def test_shift_tail_refuses_masks_and_own_queries():
+    """shift_tail is refused with its rule where a tile's blocks may start past key 0 or its masked
+    blocks are not only the last: causal broadcast Q, self-attention."""
+    from kernels import tlx_hopper
+
+    for case in (Case("bcast", 20, 128, 100, 2, 2, 128, "bf16", True), Case("self", 20, 100, 100)):
+        q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
+        params = _params(case, 1 / math.sqrt(case.d))
+        config = dataclasses.replace(tlx_hopper.call_fwd_config(q, k, k_off, params), shift_tail=True)
+        with pytest.raises(ValueError, match="shift_tail needs broadcast_q without a causal or window"):
+            tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
 
 
 @pytest.mark.gpu
