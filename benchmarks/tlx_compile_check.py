@@ -80,6 +80,17 @@ def fwd_variants(overrides: dict | None = None):
                     if shift:
                         yield (name + " split shift", dataclasses.replace(split, shift_tail=True),
                                d, dt, causal, window, bcast, q_len)
+                    # tiles claimed at run time (FwdConfig.claim_tiles), alone and with the
+                    # balanced split and head pairs (the claims feed every split-tile rule)
+                    for label, extra in (("claim", {}), ("claim " + rule, dict(balanced_split=other.balanced_split)),
+                                         ("claim pairs", dict(head_pairs=True, num_buf_kv=3, balanced_split=False))):
+                        yield (name + " split " + label,
+                               dataclasses.replace(split, claim_tiles=True, **extra), d, dt, causal,
+                               window, bcast, q_len)
+            if bcast and not cfg.claim_tiles and keys != "short":
+                # the ping-pong tile with claimed tiles (resident at the bench's shapes)
+                yield (name + " claim", dataclasses.replace(cfg, claim_tiles=True), d, dt, causal,
+                       window, bcast, q_len)
 
 
 def compile_fwd(cfg, d, dt, causal, window, bcast, q_len, timeline=False, kernel=None):
@@ -103,6 +114,10 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len, timeline=False, kernel
     const = fwd_constexprs(cfg, d, causal, window, bcast, bcast, q_len, timeline)
     if not timeline:  # the launcher passes None: no parameter at all in the default build
         const.update(timeline=None, timeline_stride=None)
+    if cfg.claim_tiles:
+        sig.update(claims="*i32")
+    else:
+        const.update(claims=None)
     return _compile(kernel or jfa_fwd_kernel, sig, const)
 
 

@@ -36,15 +36,15 @@ from benchmarks.tlx_bwd_bound_variants import edit_exactly
 REPO = Path(__file__).resolve().parents[1]
 KERNEL = REPO / "kernels" / "tlx_hopper_fwd.py"
 
-IDLE_CHOICE = """                            idle = False  # a compile-time False unless enabled: no branch at all
-                            if SKIP_IDLE_GROUPS:
-                                idle = m0 + ROW_OFF >= qlen
+IDLE_CHOICE = """            idle = False  # a compile-time False unless enabled: no branch at all
+            if SKIP_IDLE_GROUPS:
+                idle = m0 + ROW_OFF >= qlen
 """
-IDLE_ALWAYS = """                            idle = True  # tlx_fwd_bound: no math in any tile
+IDLE_ALWAYS = """            idle = True  # tlx_fwd_bound: no math in any tile
 """
-STORE_O_LSE = """                        _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0 + ROW_OFF,
-                                     out_row0, head, qlen, total_out, tma_o, cid, H, HEAD_DIM,
-                                     TMA_STORE_O, BROADCAST_Q, O_TMA_ONLY, FAST_EPILOGUE, Q_ROWS)
+STORE_O_LSE = """        _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0 + ROW_OFF,
+                     out_row0, head, qlen, total_out, tma_o, cid, H, HEAD_DIM,
+                     TMA_STORE_O, BROADCAST_Q, O_TMA_ONLY, FAST_EPILOGUE, Q_ROWS)
 """
 NO_MATH = [(IDLE_CHOICE, IDLE_ALWAYS)]  # the idle path keeps turns only in the ping-pong tile
 VARIANTS = {"nomath": NO_MATH, "nostore": NO_MATH + [(STORE_O_LSE, "")]}

@@ -28,7 +28,7 @@ import torch
 
 from kernels import tlx_timeline
 from kernels.tlx_launch import launch, trailing_constexprs
-from kernels.tlx_schedule import cached_schedule
+from kernels.tlx_schedule import CLAIM_SLOTS, cached_schedule
 
 SUPPORTED_HEAD_DIMS = (64, 128)
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
@@ -202,6 +202,12 @@ class FwdConfig:
     # fill-0.1 row's 32-key blocks that is ~13 of the ~16 padded rows per tile (16 % of the K/V
     # reads, run 46). Not bit-identical: the tail's columns sit at other places in the block
     shift_tail: bool = False
+    # the resident mode only: a (head, q-block) pair's CTAs claim its batch elements at run time,
+    # heaviest first, by a counter per pair (`tlx_schedule`'s claimed deal), instead of the static
+    # zigzag deal: the deal evens the blocks, not the time, and run 46's q128 fill-0.1 timeline had
+    # the last CTA end 2.8-5.1 us after the median one (busy 0.94-0.97). O and LSE bit-identical (a
+    # tile's computation does not depend on its CTA); a claims buffer per stream (`_claims`)
+    claim_tiles: bool = False
 
     @property
     def block_m(self) -> int:
@@ -468,7 +474,7 @@ def fwd_constexprs(cfg: FwdConfig, head_dim: int, causal: bool, has_window: bool
         SPLIT_TILES=cfg.split_tiles, HEAD_PAIRS=cfg.head_pairs, PAIR_PINGPONG=cfg.pair_pingpong,
         BALANCED_SPLIT=cfg.balanced_split,
         SPLIT_TILE_COST=cfg.split_tile_cost if cfg.balanced_split else 0,  # one build without it
-        SHIFT_TAIL=cfg.shift_tail, TIMELINE=timeline)
+        SHIFT_TAIL=cfg.shift_tail, CLAIM_TILES=cfg.claim_tiles, TIMELINE=timeline)
 
 
 def _fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | None,
@@ -533,6 +539,9 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
         reason = split_tiles_refusal(cfg, broadcast, q_len, pairs, n_prog, params)
         if reason is not None:
             raise ValueError(f"tlx FwdConfig: split_tiles {reason}")
+    if cfg.claim_tiles and not resident:
+        raise ValueError(f"tlx FwdConfig: claim_tiles needs the resident mode: broadcast_q with heads "
+                         f"* q-blocks <= CTAs ({pairs} pairs, {n_prog} CTAs, broadcast_q {broadcast})")
     ctas_per_pair = n_prog // pairs if resident else 1
     if resident:
         n_prog = pairs * ctas_per_pair
@@ -591,6 +600,7 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
     if timeline is not None:
         stamps = tlx_timeline.allocate(
             plan.n_prog, cfg.num_groups,
+            B if cfg.claim_tiles else  # one CTA may claim every tile of its pair
             tlx_timeline.max_iterations(plan.resident, B, plan.ctas_per_pair, B * plan.pairs,
                                         plan.n_prog),
             query.device)
@@ -600,8 +610,24 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         query_offset if query_offset is not None else key_offset, key_offset,
         tile_entry, n_entries, *plan.scalars, total_out, *plan.scalars_after,
         None if stamps is None else stamps.buffer, None if stamps is None else stamps.stride,
-        *plan.constexprs, **plan.options)
+        _claims(query.device) if cfg.claim_tiles else None, *plan.constexprs, **plan.options)
     return out, lse
+
+
+# FwdConfig.claim_tiles: the claims buffer of each (device, stream); a launch leaves it zero
+_CLAIMS: dict[tuple[int, int], torch.Tensor] = {}
+
+
+def _claims(device: torch.device) -> torch.Tensor:
+    """The zeroed claims buffer (`tlx_schedule.CLAIM_SLOTS` int32) of the current stream: launches
+    on one stream run one after another (a PDL launch claims only after its predecessor ended), and
+    each leaves its counters zero (`tlx_schedule.release_claims`)."""
+    stream = torch.cuda.current_stream(device)
+    key = (stream.device_index, stream.stream_id)
+    buffer = _CLAIMS.get(key)
+    if buffer is None:
+        buffer = _CLAIMS[key] = torch.zeros(CLAIM_SLOTS, dtype=torch.int32, device=device)
+    return buffer
 
 
 def split_tiles_refusal(cfg: FwdConfig, broadcast: bool, q_len: int, pairs: int, n_prog: int,

@@ -49,8 +49,9 @@ import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
 
-from kernels.tlx_schedule import (kv_block_range, kv_unmasked_range, n_iterations, seq_bounds,
-                                  tile_at, wait_for_previous_kernel)
+from kernels.tlx_schedule import (claim_ticket, claimed_entry, kv_block_range, kv_unmasked_range,
+                                  n_iterations, release_claims, seq_bounds, tile_at,
+                                  wait_for_previous_kernel)
 from kernels.tlx_timeline import (ENTRY, GROUP_END, READY, mark, mark_sm, mark_tile, now,
                                   store_stamp)
 
@@ -345,6 +346,41 @@ def _q_coords(row, h, g, HEAD_DIM: tl.constexpr, HEAD_PAIRS: tl.constexpr):
 
 
 @triton.jit
+def _produce_tile(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls, q_empties, k_fulls,
+                  k_empties, v_fulls, v_empties, cnt_kv, cnt_q, last_q, h, mb, q_row0, qlen,
+                  kv_row0, klen, window, H, G, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                  BLOCK_N: tl.constexpr, NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr,
+                  TILE_GROUPS: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
+                  Q_BYTES: tl.constexpr, KV_BYTES: tl.constexpr, HEAD_PAIRS: tl.constexpr,
+                  SHIFT_TAIL: tl.constexpr):
+    """The producer's loads of one tile: its Q slices (once per q-block while it stays resident;
+    HEAD_PAIRS: both heads' whole q-blocks, h the pair), then its K/V blocks. Returns (cnt_kv,
+    cnt_q, last_q)."""
+    m0 = mb * BLOCK_M
+    lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW, BLOCK_M, BLOCK_N)
+    if nblk > 0:
+        q_key = (q_row0 + m0) * H + h
+        if q_key != last_q:
+            q_idx, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
+            for g in tl.static_range(TILE_GROUPS):
+                slot = g * NUM_BUF_Q + q_idx
+                q_r, q_c = _q_coords(q_row0 + m0, h, g, HEAD_DIM, HEAD_PAIRS)
+                tlx.barrier_wait(q_empties[slot], q_phase ^ 1)
+                tlx.barrier_expect_bytes(q_fulls[slot], Q_BYTES)
+                tlx.async_descriptor_load(desc_q, q_tiles[slot], [q_r, q_c], q_fulls[slot])
+            cnt_q += 1
+            last_q = q_key
+        kv_col = (h * 2 if HEAD_PAIRS else h // G) * HEAD_DIM  # HEAD_PAIRS: G == 1
+        for j in range(0, nblk):
+            _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
+                           v_empties, cnt_kv,
+                           kv_row0 + _kv_block_start(lo, j, klen, BLOCK_N, SHIFT_TAIL),
+                           kv_col, HEAD_DIM, NUM_BUF_KV, KV_BYTES, 2 if HEAD_PAIRS else 1)
+            cnt_kv += 1
+    return cnt_kv, cnt_q, last_q
+
+
+@triton.jit
 def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls, q_empties,
                            k_fulls, k_empties, v_fulls, v_empties, n_iter, pid, n_prog,
                            tile_entry, n_tiles, B, H, G, NUM_MB, ctas_per_pair, tile_window, q_off,
@@ -355,9 +391,7 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                            BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr,
                            Q_BYTES: tl.constexpr, KV_BYTES: tl.constexpr,
                            HEAD_PAIRS: tl.constexpr, SHIFT_TAIL: tl.constexpr):
-    """The producer: the CTA's tiles in order, each tile's Q slices (once per
-    q-block while it stays resident; HEAD_PAIRS: both heads' whole q-blocks, h the pair) and then
-    its K/V blocks."""
+    """The producer over the static schedule: the CTA's tiles in order (`tile_at`)."""
     cnt_kv = 0
     cnt_q = 0
     last_q = -1
@@ -374,30 +408,89 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
         n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(n_b, q_off, k_off, q_len,
                                                                      BROADCAST_Q)
         if valid:
-            m0 = mb * BLOCK_M
-            lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW, BLOCK_M, BLOCK_N)
-            if nblk > 0:
-                q_key = (q_row0 + m0) * H + h
-                if q_key != last_q:
-                    q_idx, q_phase = _bufidx_phase(cnt_q, NUM_BUF_Q)
-                    for g in tl.static_range(TILE_GROUPS):
-                        slot = g * NUM_BUF_Q + q_idx
-                        q_r, q_c = _q_coords(q_row0 + m0, h, g, HEAD_DIM, HEAD_PAIRS)
-                        tlx.barrier_wait(q_empties[slot], q_phase ^ 1)
-                        tlx.barrier_expect_bytes(q_fulls[slot], Q_BYTES)
-                        tlx.async_descriptor_load(desc_q, q_tiles[slot], [q_r, q_c], q_fulls[slot])
-                    cnt_q += 1
-                    last_q = q_key
-                kv_col = (h * 2 if HEAD_PAIRS else h // G) * HEAD_DIM  # HEAD_PAIRS: G == 1
-                for j in range(0, nblk):
-                    _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
-                                   v_empties, cnt_kv,
-                                   kv_row0 + _kv_block_start(lo, j, klen, BLOCK_N, SHIFT_TAIL),
-                                   kv_col, HEAD_DIM, NUM_BUF_KV, KV_BYTES, 2 if HEAD_PAIRS else 1)
-                    cnt_kv += 1
+            cnt_kv, cnt_q, last_q = _produce_tile(
+                desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls, q_empties, k_fulls,
+                k_empties, v_fulls, v_empties, cnt_kv, cnt_q, last_q, h, mb, q_row0, qlen, kv_row0,
+                klen, window, H, G, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, TILE_GROUPS,
+                CAUSAL, HAS_WINDOW, Q_BYTES, KV_BYTES, HEAD_PAIRS, SHIFT_TAIL)
         valid, b, h, mb = n_valid, n_b, n_h, n_mb
         q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
         n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb
+
+
+@triton.jit
+def _publish_tile(tile_ids, t_fulls, t_empties, cnt, b, klen, NUM_BUF_T: tl.constexpr):
+    """CLAIM_TILES: the producer hands its cnt-th tile (batch element b, -1 when the CTA's tiles
+    are done, and its key count) to every consumer group through the tile ring."""
+    idx, phase = _bufidx_phase(cnt, NUM_BUF_T)
+    tlx.barrier_wait(t_empties[idx], phase ^ 1)
+    packed = (b.to(tl.int64) << 32) | klen.to(tl.int64)
+    tlx.local_store(tile_ids[idx], tl.full([1], 0, tl.int64) + packed)
+    tlx.barrier_arrive(t_fulls[idx], 1)
+
+
+@triton.jit
+def _next_claimed_tile(tile_ids, t_fulls, t_empties, cnt, NUM_BUF_T: tl.constexpr):
+    """CLAIM_TILES: a consumer group's cnt-th tile from the tile ring: (b, klen), b = -1 at the
+    end. One 8-byte slot per tile, which every thread loads whole: a two-element tensor is spread
+    over the threads, and its reduction to scalars spilled ~40 words in the split tile (sm_90). The
+    slot goes back once the values are in registers."""
+    idx, phase = _bufidx_phase(cnt, NUM_BUF_T)
+    tlx.barrier_wait(t_fulls[idx], phase)
+    packed = tl.sum(tlx.local_load(tile_ids[idx]), 0)
+    b = (packed >> 32).to(tl.int32)
+    klen = packed.to(tl.int32)  # the low half
+    tlx.barrier_arrive(t_empties[idx], 1)
+    return b, klen
+
+
+@triton.jit
+def _produce_claimed_tiles(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls, q_empties,
+                           k_fulls, k_empties, v_fulls, v_empties, tile_ids, t_fulls, t_empties,
+                           claims, pid, n_prog, tile_entry, B, H, G, ctas_per_pair, k_off, q_len,
+                           window, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                           BLOCK_N: tl.constexpr, NUM_BUF_Q: tl.constexpr,
+                           NUM_BUF_KV: tl.constexpr, NUM_BUF_T: tl.constexpr,
+                           TILE_GROUPS: tl.constexpr, CAUSAL: tl.constexpr,
+                           HAS_WINDOW: tl.constexpr, Q_BYTES: tl.constexpr,
+                           KV_BYTES: tl.constexpr, HEAD_PAIRS: tl.constexpr,
+                           SHIFT_TAIL: tl.constexpr):
+    """CLAIM_TILES (resident broadcast Q): the producer claims its pair's tiles at run time, each
+    handed to the consumers through the tile ring before its loads, then a -1 that ends their
+    loops. A claim waits for its atomic's answer, so the claims run three tiles ahead of the loads
+    and a tile's element and bounds loads one and two (no load's latency at a tile boundary)."""
+    pair = pid // ctas_per_pair
+    h = pair % H
+    mb = pair // H
+    cnt_kv = 0
+    cnt_q = 0
+    last_q = -1
+    ticket = claim_ticket(claims, pair, pid >= 0, B)  # tile 0's
+    valid, b = claimed_entry(ticket, tile_entry, mb, B)
+    ticket = claim_ticket(claims, pair, valid, B)  # tile 1's
+    n_valid, n_b = claimed_entry(ticket, tile_entry, mb, B)
+    ticket = claim_ticket(claims, pair, n_valid, B)  # tile 2's
+    q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, k_off, k_off, q_len, True)
+    cnt_t = 0
+    more = pid >= 0
+    while more:
+        nn_valid, nn_b = claimed_entry(ticket, tile_entry, mb, B)  # tile it+2
+        ticket = claim_ticket(claims, pair, nn_valid, B)  # tile it+3's
+        n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(n_b, k_off, k_off, q_len,
+                                                                     True)
+        _publish_tile(tile_ids, t_fulls, t_empties, cnt_t, tl.where(valid, b, -1), klen, NUM_BUF_T)
+        if valid:
+            cnt_kv, cnt_q, last_q = _produce_tile(
+                desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls, q_empties, k_fulls,
+                k_empties, v_fulls, v_empties, cnt_kv, cnt_q, last_q, h, mb, q_row0, qlen, kv_row0,
+                klen, window, H, G, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, TILE_GROUPS,
+                CAUSAL, HAS_WINDOW, Q_BYTES, KV_BYTES, HEAD_PAIRS, SHIFT_TAIL)
+        more = valid
+        cnt_t += 1
+        valid, b = n_valid, n_b
+        q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
+        n_valid, n_b = nn_valid, nn_b
+    release_claims(claims, n_prog)
 
 
 @triton.jit
@@ -463,6 +556,138 @@ def _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, row0, out_row0, h, q
 
 
 @triton.jit
+def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_fulls, k_empties,
+                  v_fulls, v_empties, desc_o, out_ptr, lse_ptr, timeline, timeline_stride, it, b, h,
+                  mb, q_row0, out_row0, qlen, klen, window, qk_scale, H, total_out, cnt_kv, cnt_q,
+                  last_q, held_o, work, cid: tl.constexpr, NUM_GROUPS: tl.constexpr,
+                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, Q_ROWS: tl.constexpr,
+                  ROW_OFF: tl.constexpr, Q_SLOT0: tl.constexpr, KV_SLOT0: tl.constexpr,
+                  CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
+                  TMA_STORE_O: tl.constexpr, O_IN_Q: tl.constexpr, O_TMA_ONLY: tl.constexpr,
+                  SKIP_IDLE_GROUPS: tl.constexpr, LATE_P_CAST: tl.constexpr,
+                  LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr,
+                  FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, HEAD_PAIRS: tl.constexpr,
+                  BALANCED_SPLIT: tl.constexpr, SPLIT_TILE_COST: tl.constexpr,
+                  PINGPONG: tl.constexpr, SHIFT_TAIL: tl.constexpr, TIMELINE: tl.constexpr,
+                  dtype: tl.constexpr):
+    """Consumer group cid's part of the CTA's it-th tile (batch element b, schedule head h, q-block
+    mb): its rows' QK^T, online softmax, PV and epilogue, or, for the split tile's other group
+    (and idle groups), its K/V blocks passed in the ring. Returns (cnt_kv, cnt_q, last_q, held_o,
+    work): the rings' counters, the Q slot state and BALANCED_SPLIT's work balance."""
+    m0 = mb * BLOCK_M
+    lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW,
+                              BLOCK_M, BLOCK_N)
+    theirs = False  # SPLIT_TILES: the other group's tile (else a compile-time False)
+    if BALANCED_SPLIT:
+        # both groups walk every tile and agree on its owner: the one behind
+        owner = (work < 0).to(tl.int32)
+        work += tl.where(owner == 0, -1, 1) * (nblk + SPLIT_TILE_COST)
+        theirs = owner != cid
+    elif SPLIT_TILES and not HEAD_PAIRS:
+        theirs = it % NUM_GROUPS != cid
+    if theirs:  # its K/V blocks pass by in the ring: each waited for, released
+        cnt_kv = _pass_kv_blocks(k_fulls, k_empties, v_fulls, v_empties, cnt_kv,
+                                 nblk, cid, NUM_GROUPS, NUM_BUF_KV, False)
+    else:
+        head = h  # this group's query head (h is the schedule's)
+        if HEAD_PAIRS:
+            head = h * 2 + cid
+        rows = m0 + ROW_OFF + tl.arange(0, Q_ROWS)
+        o = tl.zeros([Q_ROWS, HEAD_DIM], dtype=dtype)  # rows that see no key
+        if O_TMA_ONLY:  # a whole slice inside the sequence, or none of it
+            tma_o = m0 + ROW_OFF < qlen
+        elif TMA_STORE_O:  # this group's O slice leaves by TMA store
+            tma_o = (nblk > 0) & (m0 + (cid + 1) * BM_SPLIT <= qlen)
+        else:
+            tma_o: tl.constexpr = False
+        lse = tl.zeros([Q_ROWS], dtype=tl.float32) - float("inf")
+        if nblk > 0:
+            q_key = (q_row0 + m0) * H + h
+            release = -1  # the previous Q slot, once no longer needed
+            if q_key != last_q:
+                if cnt_q > 0:
+                    release = Q_SLOT0 + (cnt_q - 1) % NUM_BUF_Q
+                    if not O_IN_Q:
+                        tlx.barrier_arrive(q_empties[release], 1)
+                cnt_q += 1
+                last_q = q_key
+            q_idx, q_phase = _bufidx_phase(cnt_q - 1, NUM_BUF_Q)
+            q_buf = q_tiles[Q_SLOT0 + q_idx]
+            tlx.barrier_wait(q_fulls[Q_SLOT0 + q_idx], q_phase)
+            idle = False  # a compile-time False unless enabled: no branch at all
+            if SKIP_IDLE_GROUPS:
+                idle = m0 + ROW_OFF >= qlen
+            if idle:
+                # every row of this group lies past qlen (the last q-block of a
+                # sequence): keep the K/V rings' and the ping-pong's protocol with the
+                # other groups, block by block, without the math
+                if O_IN_Q:
+                    _release_staged_q_slot(q_empties, release, held_o)
+                held_o = 0
+                cnt_kv = _pass_kv_blocks(k_fulls, k_empties, v_fulls, v_empties,
+                                         cnt_kv, nblk, cid, NUM_GROUPS, NUM_BUF_KV,
+                                         PINGPONG)
+            else:
+                first_full, a, c = kv_unmasked_range(
+                    m0, qlen, klen, window, lo, nblk, CAUSAL, HAS_WINDOW, BLOCK_M,
+                    BLOCK_N)
+                # prologue: QK^T of block 0 and its softmax, no PV yet
+                p_f32, m_i, l_i = _first_block(
+                    q_buf, k_tiles, k_fulls, k_empties, cnt_kv, first_full, lo, rows,
+                    klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
+                    HAS_WINDOW, BLOCK_N, LAZY_RESCALE, Q_ROWS, PINGPONG,
+                    KV_SLOT0)
+                acc = tl.zeros([Q_ROWS, HEAD_DIM], dtype=tl.float32)
+                p = p_f32 if LATE_P_CAST else p_f32.to(dtype)
+                cnt_kv += 1
+                if O_IN_Q:
+                    _release_staged_q_slot(q_empties, release, held_o)
+                held_o = 0
+                # masked head [1, a), unmasked bulk [a, c), masked tail [c, nblk)
+                for j in range(1, a):
+                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
+                        q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                        acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
+                        qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
+                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, PINGPONG,
+                        KV_SLOT0)
+                for j in range(a, c):
+                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
+                        q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                        acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
+                        qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False,
+                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, PINGPONG,
+                        KV_SLOT0)
+                for j in range(c, nblk):
+                    # SHIFT_TAIL: only the last block is masked here, and it has
+                    # a block before it (c >= 1), so it is the shifted one
+                    start_n = _kv_block_start(lo, j, klen, BLOCK_N, SHIFT_TAIL)
+                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
+                        q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                        acc, p, m_i, l_i, cnt_kv, start_n, rows, klen, window,
+                        qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
+                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, PINGPONG,
+                        KV_SLOT0, lo + j * BLOCK_N - start_n, SHIFT_TAIL)
+                # epilogue: PV of the last block
+                acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,
+                                      NUM_BUF_KV, dtype, KV_SLOT0)
+                o, lse = _normalise(acc, m_i, l_i, RCP_NORMALISE, FAST_EPILOGUE, dtype)
+                if O_IN_Q:
+                    if tma_o:  # stage O in the Q tile: its last QK^T was waited on
+                        tlx.fence("async_shared")
+                        _tma_store_o(desc_o, q_buf, o, out_row0 + m0 + ROW_OFF,
+                                     head * HEAD_DIM)
+                        held_o = 1
+        _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0 + ROW_OFF,
+                     out_row0, head, qlen, total_out, tma_o, cid, H, HEAD_DIM,
+                     TMA_STORE_O, BROADCAST_Q, O_TMA_ONLY, FAST_EPILOGUE, Q_ROWS)
+        if TIMELINE:
+            mark_tile(timeline, timeline_stride, it * NUM_GROUPS + cid, nblk, b)
+    return cnt_kv, cnt_q, last_q, held_o, work
+
+
+@triton.jit
 def jfa_fwd_kernel(
     desc_q, desc_k, desc_v,          # TMA: q [rows_q, Hq*D], k/v [total_kv, Hkv*D]
     desc_o,                          # TMA store of out [total_out, Hq*D] (TMA_STORE_O)
@@ -471,6 +696,7 @@ def jfa_fwd_kernel(
     tile_entry, n_entries,           # schedule (tlx_schedule.build_schedule)
     sm_scale, window, B, H, G, q_len, NUM_MB, total_out, ctas_per_pair, tile_window,
     timeline, timeline_stride,       # TIMELINE: int64 [n_prog, timeline_stride] (tlx_timeline)
+    claims,                          # CLAIM_TILES: int32 [tlx_schedule.CLAIM_SLOTS], zero
     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, NUM_GROUPS: tl.constexpr,
     NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, CONSUMER_REGS: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
@@ -479,7 +705,7 @@ def jfa_fwd_kernel(
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
     FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, HEAD_PAIRS: tl.constexpr,
     PAIR_PINGPONG: tl.constexpr, BALANCED_SPLIT: tl.constexpr, SPLIT_TILE_COST: tl.constexpr,
-    SHIFT_TAIL: tl.constexpr, TIMELINE: tl.constexpr,
+    SHIFT_TAIL: tl.constexpr, CLAIM_TILES: tl.constexpr, TIMELINE: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
     # SPLIT_TILES: a group computes all BLOCK_M rows of its own tiles from one resident Q tile (the
@@ -501,6 +727,11 @@ def jfa_fwd_kernel(
     # plus SPLIT_TILE_COST per tile)
     tl.static_assert(not BALANCED_SPLIT or (SPLIT_TILES and not HEAD_PAIRS))
     PINGPONG: tl.constexpr = not SPLIT_TILES or PAIR_PINGPONG
+    # CLAIM_TILES: the resident CTAs of a (head, q-block) pair claim its batch elements at run time
+    # (tlx_schedule's claimed deal), the producer handing each to the consumers through a ring of
+    # NUM_BUF_T (b, klen) slots: up to that many tiles ahead of them (one-block tiles: 8 blocks)
+    tl.static_assert(not CLAIM_TILES or (RESIDENT and BROADCAST_Q))
+    NUM_BUF_T: tl.constexpr = 8
     dtype: tl.constexpr = tlx.dtype_of(desc_k)
     ELEM_BYTES: tl.constexpr = tlx.size_of(dtype)
     Q_BYTES: tl.constexpr = ELEM_BYTES * Q_ROWS * HEAD_DIM
@@ -546,6 +777,12 @@ def jfa_fwd_kernel(
         o_tiles = tlx.local_alloc((Q_ROWS, HEAD_DIM), dtype, NUM_GROUPS)
     else:
         o_tiles = q_tiles  # not used
+    if CLAIM_TILES:  # the tile ring: every group reads every tile (the split tile's other too)
+        tile_ids = tlx.local_alloc((1,), tl.int64, NUM_BUF_T)  # b << 32 | klen
+        t_fulls = tlx.alloc_barriers(num_barriers=NUM_BUF_T, arrive_count=1)
+        t_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_T, arrive_count=NUM_GROUPS)
+    else:
+        tile_ids, t_fulls, t_empties = q_tiles, q_fulls, q_empties  # not used
     wait_for_previous_kernel(PDL)
     if TIMELINE:  # stored after the PDL wait, before which a kernel writes no global memory
         store_stamp(timeline, timeline_stride, ENTRY, entry)
@@ -557,13 +794,22 @@ def jfa_fwd_kernel(
     with tlx.async_tasks():
         # ---- producer: TMA loads of Q (when it changes) and K/V ----------------------------
         with tlx.async_task("default"):
-            _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls,
-                                   q_empties, k_fulls, k_empties, v_fulls, v_empties, n_iter, pid,
-                                   n_prog, tile_entry, n_tiles, B, H_TILES, G, NUM_MB, ctas_per_pair,
-                                   tile_window, q_off, k_off, q_len, window, HEAD_DIM, BLOCK_M,
-                                   BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, TILE_GROUPS, CAUSAL, HAS_WINDOW,
-                                   BROADCAST_Q, RESIDENT, Q_BYTES, KV_BYTES, HEAD_PAIRS,
-                                   SHIFT_TAIL)
+            if CLAIM_TILES:
+                _produce_claimed_tiles(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls,
+                                       q_empties, k_fulls, k_empties, v_fulls, v_empties, tile_ids,
+                                       t_fulls, t_empties, claims, pid, n_prog, tile_entry, B,
+                                       H_TILES, G, ctas_per_pair, k_off, q_len, window, HEAD_DIM,
+                                       BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, NUM_BUF_T,
+                                       TILE_GROUPS, CAUSAL, HAS_WINDOW, Q_BYTES, KV_BYTES,
+                                       HEAD_PAIRS, SHIFT_TAIL)
+            else:
+                _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls,
+                                       q_empties, k_fulls, k_empties, v_fulls, v_empties, n_iter,
+                                       pid, n_prog, tile_entry, n_tiles, B, H_TILES, G, NUM_MB,
+                                       ctas_per_pair, tile_window, q_off, k_off, q_len, window,
+                                       HEAD_DIM, BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV,
+                                       TILE_GROUPS, CAUSAL, HAS_WINDOW, BROADCAST_Q, RESIDENT,
+                                       Q_BYTES, KV_BYTES, HEAD_PAIRS, SHIFT_TAIL)
 
         # ---- consumers: QK^T, online softmax, PV, epilogue -------------------------------
         with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=NUM_GROUPS):
@@ -578,134 +824,57 @@ def jfa_fwd_kernel(
             cnt_q = 0
             last_q = -1
             held_o = 0  # O_IN_Q: the last Q slot holds an O slice a TMA store may still read
-            if BALANCED_SPLIT:
-                work = 0  # group 1's estimated work so far minus group 0's
+            work = 0  # BALANCED_SPLIT: group 1's estimated work so far minus group 0's
             if PINGPONG and cid == NUM_GROUPS - 1:
                 tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # group 0 issues first
-            valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H_TILES,
-                                      NUM_MB, ctas_per_pair, tile_window, RESIDENT)
-            q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
-            n_valid, n_b, n_h, n_mb = tile_at(1, pid, n_prog, tile_entry, n_tiles, B, H_TILES,
-                                              NUM_MB, ctas_per_pair, tile_window, RESIDENT)
-            for it in range(0, n_iter):
-                nn_valid, nn_b, nn_h, nn_mb = tile_at(it + 2, pid, n_prog, tile_entry, n_tiles, B,
-                                                      H_TILES, NUM_MB, ctas_per_pair, tile_window,
-                                                      RESIDENT)
-                n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(
-                    n_b, q_off, k_off, q_len, BROADCAST_Q)
-                if valid:
-                    m0 = mb * BLOCK_M
-                    lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW,
-                                              BLOCK_M, BLOCK_N)
-                    theirs = False  # SPLIT_TILES: the other group's tile (else a compile-time False)
-                    if BALANCED_SPLIT:
-                        # both groups walk every tile and agree on its owner: the one behind
-                        owner = (work < 0).to(tl.int32)
-                        work += tl.where(owner == 0, -1, 1) * (nblk + SPLIT_TILE_COST)
-                        theirs = owner != cid
-                    elif SPLIT_TILES and not HEAD_PAIRS:
-                        theirs = it % NUM_GROUPS != cid
-                    if theirs:  # its K/V blocks pass by in the ring: each waited for, released
-                        cnt_kv = _pass_kv_blocks(k_fulls, k_empties, v_fulls, v_empties, cnt_kv,
-                                                 nblk, cid, NUM_GROUPS, NUM_BUF_KV, False)
-                    else:
-                        head = h  # this group's query head (h is the schedule's)
-                        if HEAD_PAIRS:
-                            head = h * 2 + cid
-                        rows = m0 + ROW_OFF + tl.arange(0, Q_ROWS)
-                        o = tl.zeros([Q_ROWS, HEAD_DIM], dtype=dtype)  # rows that see no key
-                        if O_TMA_ONLY:  # a whole slice inside the sequence, or none of it
-                            tma_o = m0 + ROW_OFF < qlen
-                        elif TMA_STORE_O:  # this group's O slice leaves by TMA store
-                            tma_o = (nblk > 0) & (m0 + (cid + 1) * BM_SPLIT <= qlen)
-                        else:
-                            tma_o: tl.constexpr = False
-                        lse = tl.zeros([Q_ROWS], dtype=tl.float32) - float("inf")
-                        if nblk > 0:
-                            q_key = (q_row0 + m0) * H + h
-                            release = -1  # the previous Q slot, once no longer needed
-                            if q_key != last_q:
-                                if cnt_q > 0:
-                                    release = Q_SLOT0 + (cnt_q - 1) % NUM_BUF_Q
-                                    if not O_IN_Q:
-                                        tlx.barrier_arrive(q_empties[release], 1)
-                                cnt_q += 1
-                                last_q = q_key
-                            q_idx, q_phase = _bufidx_phase(cnt_q - 1, NUM_BUF_Q)
-                            q_buf = q_tiles[Q_SLOT0 + q_idx]
-                            tlx.barrier_wait(q_fulls[Q_SLOT0 + q_idx], q_phase)
-                            idle = False  # a compile-time False unless enabled: no branch at all
-                            if SKIP_IDLE_GROUPS:
-                                idle = m0 + ROW_OFF >= qlen
-                            if idle:
-                                # every row of this group lies past qlen (the last q-block of a
-                                # sequence): keep the K/V rings' and the ping-pong's protocol with the
-                                # other groups, block by block, without the math
-                                if O_IN_Q:
-                                    _release_staged_q_slot(q_empties, release, held_o)
-                                held_o = 0
-                                cnt_kv = _pass_kv_blocks(k_fulls, k_empties, v_fulls, v_empties,
-                                                         cnt_kv, nblk, cid, NUM_GROUPS, NUM_BUF_KV,
-                                                         PINGPONG)
-                            else:
-                                first_full, a, c = kv_unmasked_range(
-                                    m0, qlen, klen, window, lo, nblk, CAUSAL, HAS_WINDOW, BLOCK_M,
-                                    BLOCK_N)
-                                # prologue: QK^T of block 0 and its softmax, no PV yet
-                                p_f32, m_i, l_i = _first_block(
-                                    q_buf, k_tiles, k_fulls, k_empties, cnt_kv, first_full, lo, rows,
-                                    klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
-                                    HAS_WINDOW, BLOCK_N, LAZY_RESCALE, Q_ROWS, PINGPONG,
-                                    KV_SLOT0)
-                                acc = tl.zeros([Q_ROWS, HEAD_DIM], dtype=tl.float32)
-                                p = p_f32 if LATE_P_CAST else p_f32.to(dtype)
-                                cnt_kv += 1
-                                if O_IN_Q:
-                                    _release_staged_q_slot(q_empties, release, held_o)
-                                held_o = 0
-                                # masked head [1, a), unmasked bulk [a, c), masked tail [c, nblk)
-                                for j in range(1, a):
-                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
-                                        q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
-                                        acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
-                                        qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, PINGPONG,
-                                        KV_SLOT0)
-                                for j in range(a, c):
-                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
-                                        q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
-                                        acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
-                                        qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False,
-                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, PINGPONG,
-                                        KV_SLOT0)
-                                for j in range(c, nblk):
-                                    # SHIFT_TAIL: only the last block is masked here, and it has
-                                    # a block before it (c >= 1), so it is the shifted one
-                                    start_n = _kv_block_start(lo, j, klen, BLOCK_N, SHIFT_TAIL)
-                                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
-                                        q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
-                                        acc, p, m_i, l_i, cnt_kv, start_n, rows, klen, window,
-                                        qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, PINGPONG,
-                                        KV_SLOT0, lo + j * BLOCK_N - start_n, SHIFT_TAIL)
-                                # epilogue: PV of the last block
-                                acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,
-                                                      NUM_BUF_KV, dtype, KV_SLOT0)
-                                o, lse = _normalise(acc, m_i, l_i, RCP_NORMALISE, FAST_EPILOGUE, dtype)
-                                if O_IN_Q:
-                                    if tma_o:  # stage O in the Q tile: its last QK^T was waited on
-                                        tlx.fence("async_shared")
-                                        _tma_store_o(desc_o, q_buf, o, out_row0 + m0 + ROW_OFF,
-                                                     head * HEAD_DIM)
-                                        held_o = 1
-                        _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0 + ROW_OFF,
-                                     out_row0, head, qlen, total_out, tma_o, cid, H, HEAD_DIM,
-                                     TMA_STORE_O, BROADCAST_Q, O_TMA_ONLY, FAST_EPILOGUE, Q_ROWS)
-                        if TIMELINE:
-                            mark_tile(timeline, timeline_stride, it * NUM_GROUPS + cid, nblk, b)
-                valid, b, h, mb = n_valid, n_b, n_h, n_mb
-                q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
-                n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb
+            if CLAIM_TILES:  # the producer's claims, in the order it hands them over
+                pair = pid // ctas_per_pair
+                h = pair % H_TILES
+                mb = pair // H_TILES
+                b, klen = _next_claimed_tile(tile_ids, t_fulls, t_empties, 0, NUM_BUF_T)
+                it = 0
+                while b >= 0:
+                    # broadcast Q: q_row0 0, out_row0 b * q_len, qlen q_len (seq_bounds')
+                    cnt_kv, cnt_q, last_q, held_o, work = _consume_tile(
+                        q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_fulls, k_empties,
+                        v_fulls, v_empties, desc_o, out_ptr, lse_ptr, timeline, timeline_stride, it,
+                        b, h, mb, 0, b * q_len, q_len, klen, window, qk_scale, H, total_out, cnt_kv,
+                        cnt_q, last_q, held_o, work, cid, NUM_GROUPS, HEAD_DIM, BLOCK_M, BLOCK_N,
+                        NUM_BUF_Q, NUM_BUF_KV, Q_ROWS, ROW_OFF, Q_SLOT0, KV_SLOT0, CAUSAL,
+                        HAS_WINDOW, BROADCAST_Q, TMA_STORE_O, O_IN_Q, O_TMA_ONLY, SKIP_IDLE_GROUPS,
+                        LATE_P_CAST, LAZY_RESCALE, RCP_NORMALISE, FAST_EPILOGUE, SPLIT_TILES,
+                        HEAD_PAIRS, BALANCED_SPLIT, SPLIT_TILE_COST, PINGPONG, SHIFT_TAIL, TIMELINE,
+                        dtype)
+                    it += 1
+                    b, klen = _next_claimed_tile(tile_ids, t_fulls, t_empties, it, NUM_BUF_T)
+            else:
+                valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H_TILES,
+                                          NUM_MB, ctas_per_pair, tile_window, RESIDENT)
+                q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len,
+                                                                   BROADCAST_Q)
+                n_valid, n_b, n_h, n_mb = tile_at(1, pid, n_prog, tile_entry, n_tiles, B, H_TILES,
+                                                  NUM_MB, ctas_per_pair, tile_window, RESIDENT)
+                for it in range(0, n_iter):
+                    nn_valid, nn_b, nn_h, nn_mb = tile_at(it + 2, pid, n_prog, tile_entry, n_tiles,
+                                                          B, H_TILES, NUM_MB, ctas_per_pair,
+                                                          tile_window, RESIDENT)
+                    n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(
+                        n_b, q_off, k_off, q_len, BROADCAST_Q)
+                    if valid:
+                        cnt_kv, cnt_q, last_q, held_o, work = _consume_tile(
+                            q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_fulls,
+                            k_empties, v_fulls, v_empties, desc_o, out_ptr, lse_ptr, timeline,
+                            timeline_stride, it, b, h, mb, q_row0, out_row0, qlen, klen, window,
+                            qk_scale, H, total_out, cnt_kv, cnt_q, last_q, held_o, work, cid,
+                            NUM_GROUPS, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, Q_ROWS,
+                            ROW_OFF, Q_SLOT0, KV_SLOT0, CAUSAL, HAS_WINDOW, BROADCAST_Q,
+                            TMA_STORE_O, O_IN_Q, O_TMA_ONLY, SKIP_IDLE_GROUPS, LATE_P_CAST,
+                            LAZY_RESCALE, RCP_NORMALISE, FAST_EPILOGUE, SPLIT_TILES, HEAD_PAIRS,
+                            BALANCED_SPLIT, SPLIT_TILE_COST, PINGPONG, SHIFT_TAIL, TIMELINE, dtype)
+                    valid, b, h, mb = n_valid, n_b, n_h, n_mb
+                    q_row0, out_row0, qlen, kv_row0, klen = (n_q_row0, n_out_row0, n_qlen,
+                                                             n_kv_row0, n_klen)
+                    n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb
             if TMA_STORE_O:
                 tlx.async_descriptor_store_wait(0)  # the last O stores finish before the CTA exits
             if TIMELINE:

@@ -42,6 +42,12 @@ Two ways to deal the sorted tiles over the persistent CTAs (`tile_at`):
 - resident (broadcast_q, H*NUM_MB <= #CTAs): CTA p owns one (head, q-block) pair for the whole
   launch and walks that q-block's batches heaviest first, zigzag over the CTAs of its pair, so the
   Q tile is loaded once and stays in shared memory.
+- claimed (resident only, the forward's `FwdConfig.claim_tiles`): the CTAs of a pair take that
+  q-block's batches heaviest first by a counter per pair (`claim_ticket`), each its next one when
+  it gets to it, so a CTA that ran slower takes fewer: the static deal evens the blocks, not the
+  time (run 46: the last CTA ended 2.8-5.1 us after the median one). The counters live in a
+  `CLAIM_SLOTS` int32 buffer, zero before a launch; the last CTA done claiming zeroes them again
+  (`release_claims`), so a buffer serves one launch at a time (one per stream).
 """
 
 from __future__ import annotations
@@ -60,6 +66,10 @@ from kernels.tlx_launch import launch, trailing_constexprs
 
 MAX_SCHEDULE_BLOCK = 16384  # entries ordered by one Triton program; torch ops beyond
 PRIORITY_BUCKETS = 32  # work classes of the heaviest-first order (exact below 32 blocks)
+# claimed tiles: int32 counters, one per (head, q-block) pair (at most one per CTA), and at
+# CLAIM_DONE the count of CTAs done claiming
+CLAIM_SLOTS = 256
+CLAIM_DONE = tl.constexpr(CLAIM_SLOTS - 1)
 # entries up to which a pass ranks several classes in int64 bit fields (sm_90 at `build_warps`' 8:
 # 80-104 registers at 1,024-2,048 entries, 195 at 4,096, 253 and 40 spilled bytes at 8,192; 16
 # warps spilled more: 192 bytes at 8,192); beyond, one class per pass in int32
@@ -210,6 +220,31 @@ def tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair, t
         b = (e >> 32).to(tl.int32)
         mb = e.to(tl.int32)  # the low half
     return valid, b, h, mb
+
+
+@triton.jit
+def claim_ticket(claims, pair, more, B):
+    """The next ticket (index into the pair's heaviest-first batches) of a pair's counter, or B
+    (none left) without claiming when not more."""
+    ticket = tl.atomic_add(claims + pair, 1, mask=more)
+    return tl.where(more, ticket, B)
+
+
+@triton.jit
+def claimed_entry(ticket, tile_entry, mb, B):
+    """(valid, b) of a ticket of q-block mb's heaviest-first batches (claim_ticket)."""
+    valid = ticket < B
+    e = tl.load(tile_entry + mb * B + ticket, mask=valid, other=0)
+    return valid, (e >> 32).to(tl.int32)
+
+
+@triton.jit
+def release_claims(claims, n_prog):
+    """A CTA is done claiming: the last of the n_prog zeroes every counter for the next launch
+    (the atomics order every CTA's claims before its count)."""
+    done = tl.atomic_add(claims + CLAIM_DONE, 1)
+    if done == n_prog - 1:
+        tl.store(claims + tl.arange(0, CLAIM_DONE + 1), tl.zeros([CLAIM_DONE + 1], tl.int32))
 
 
 @triton.jit

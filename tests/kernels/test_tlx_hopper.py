@@ -911,6 +911,103 @@ def test_split_tiles_refuses_a_call_it_cannot_run():
         tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
 
 
+def claim_cases() -> list[Case]:
+    """Resident broadcast calls for `FwdConfig.claim_tiles`: the split tile's cases (lengths around
+    its 32-key blocks, sequences without keys, one-key sequences, a grid of 3, skewed lengths),
+    three groups in ping-pong (q192), q_len 100, causal and windowed masks, GQA, D=64, long keys,
+    fp16, more CTAs than batch elements."""
+    return [*split_tiles_cases(), Case("bcast", 100, 192, 300, 3, 3),
+            Case("bcast", 80, 100, 130, 2, 2, 128, "fp16", grid=5),
+            Case("bcast", 60, 128, 300, 2, 2, 128, "bf16", True, grid=4),
+            Case("bcast", 60, 192, 260, 2, 1, 128, "bf16", False, 37),
+            Case("bcast", 60, 128, 300, 2, 2, 64), Case("bcast", 10, 128, 1500, 2, 2, lens="long"),
+            Case("bcast", 3, 128, 200, 2, 2)]
+
+
+def _claims_buffers_zero() -> bool:
+    """Every claims buffer the forward used is back to zero (each launch leaves it so)."""
+    from kernels import tlx_hopper
+
+    torch.cuda.synchronize()
+    return all(int(torch.count_nonzero(b)) == 0 for b in tlx_hopper._CLAIMS.values())
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", claim_cases(), ids=lambda c: c.name)
+def test_claimed_tiles_change_no_value(case):
+    """FwdConfig.claim_tiles (each CTA of a pair claims its next batch element at run time) against
+    the reference and bit-identical with the static deal, ten launches back to back (PDL: a launch
+    claims only once the one before has left its counters zero); with the split tile also under the
+    balanced split and head pairs. The claims buffer is zero after every call."""
+    from kernels import tlx_hopper
+
+    inputs = make_inputs(case, zlib.crc32(case.name.encode()))
+    res = check_forward(case, inputs=inputs, overrides={"claim_tiles": True})
+    assert res["ok"], res
+    assert _claims_buffers_zero()
+    q, k, v, q_off, k_off, _, _ = inputs
+    params = _params(case, 1 / math.sqrt(case.d))
+    with persistent_grid(case.grid):
+        default = tlx_hopper.call_fwd_config(q, k, k_off, params)
+        variants = [{}]
+        if default.split_tiles:
+            variants.append({"balanced_split": not default.balanced_split})
+            if case.hq == case.hkv and case.hq % 2 == 0:
+                variants.append({"head_pairs": True, "num_buf_kv": 3, "balanced_split": False})
+        for fields in variants:
+            static = dataclasses.replace(default, **fields)
+            claimed = dataclasses.replace(static, claim_tiles=True)
+            out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=static)
+            runs = [tlx_hopper.forward(q, k, v, q_off, k_off, params, config=claimed)
+                    for _ in range(10)]
+            for out_c, lse_c in runs:
+                assert torch.equal(out, out_c) and torch.equal(lse, lse_c), fields
+            assert _claims_buffers_zero()
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+def test_claimed_tiles_replayed_from_a_cuda_graph():
+    """claim_tiles inside a CUDA graph (the claims buffer allocated before the capture, on the
+    capture's stream by the eager call): three replays give the eager O and LSE and leave the
+    counters zero."""
+    from kernels import tlx_hopper
+
+    case = Case("bcast", 120, 128, 150, 4, 4)
+    q, k, v, q_off, k_off, _, _ = make_inputs(case, 5)
+    params = _params(case, 1 / math.sqrt(case.d))
+    config = dataclasses.replace(tlx_hopper.call_fwd_config(q, k, k_off, params), claim_tiles=True)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
+        stream.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            g_out, g_lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
+        for _ in range(3):
+            graph.replay()
+            stream.synchronize()
+            assert torch.equal(g_out, out) and torch.equal(g_lse, lse)
+    assert _claims_buffers_zero()
+
+
+@pytest.mark.gpu
+def test_claimed_tiles_need_the_resident_mode():
+    """claim_tiles is refused with its rule where the CTAs do not own a (head, q-block) pair each:
+    self-attention, and broadcast Q with more pairs than CTAs."""
+    from kernels import tlx_hopper
+
+    for case in (Case("self", 20, 100, 100), Case("bcast", 20, 300, 100, 2, 2, grid=3)):
+        q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
+        params = _params(case, 1 / math.sqrt(case.d))
+        with persistent_grid(case.grid):
+            config = dataclasses.replace(tlx_hopper.call_fwd_config(q, k, k_off, params),
+                                         claim_tiles=True)
+            with pytest.raises(ValueError, match="claim_tiles needs the resident mode"):
+                tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
+
+
 def timeline_cases() -> list[Case]:
     """Broadcast calls whose every tile record is predictable: the split tile (one record per tile;
     a grid of 3 walking ~200 tiles each), three groups in ping-pong (q192: one record per group

@@ -227,6 +227,43 @@ def test_balanced_split_needs_split_tiles(launches, h200, split):
         run()
 
 
+@pytest.mark.parametrize("q_len", [128, 192])
+def test_claimed_forward_launch(launches, h200, monkeypatch, q_len):
+    """claim_tiles: the kernel gets the stream's claims buffer (`_claims`) and CLAIM_TILES, the split
+    tile's and the q192 ping-pong tile's alike, and a timeline rows for every batch element of a
+    pair (one CTA may claim them all); self-attention is refused by the rule before any launch."""
+    from kernels import tlx_schedule
+
+    buffer = torch.zeros(tlx_schedule.CLAIM_SLOTS, dtype=torch.int32)
+    monkeypatch.setattr(tlx_hopper, "_claims", lambda device: buffer)
+    heads = 4
+    call = _pma_call(q_len, heads)
+    params = JFAParams(max_seq_len_q=q_len, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
+    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, q_len, short_kv=True), claim_tiles=True)
+    stamps = []
+    tlx_hopper.forward(call["query"], call["key"], call["value"], None, call["key_offset"], params,
+                       config=cfg, timeline=stamps)
+    [(_, grid, args)] = launches
+    assert args["claims"] is buffer and args["CLAIM_TILES"] is True
+    assert args["ctas_per_pair"] == N_SM // heads and grid == (heads * (N_SM // heads),)
+    [t] = stamps  # three batch elements: up to three iterations per CTA
+    assert t.buffer.shape[1] == _timeline_width(args["NUM_GROUPS"], 3)
+    self_q = call["key"].clone()
+    self_params = JFAParams(max_seq_len_q=70, max_seq_len_kv=70, sm_scale=128 ** -0.5)
+    self_cfg = dataclasses.replace(tlx_hopper.fwd_config(128, False, 0), claim_tiles=True)
+    with pytest.raises(ValueError, match=r"claim_tiles needs the resident mode: broadcast_q with "
+                                         r"heads \* q-blocks <= CTAs"):
+        tlx_hopper.forward(self_q, call["key"], call["value"], call["key_offset"],
+                           call["key_offset"], self_params, config=self_cfg)
+    assert len(launches) == 1
+
+
+def _timeline_width(num_groups: int, iterations: int) -> int:
+    from kernels import tlx_timeline
+
+    return tlx_timeline.HEADER.value + tlx_timeline.TILE_FIELDS.value * num_groups * iterations
+
+
 def test_head_pairs_refused_before_any_launch(launches, h200):
     """GQA with head_pairs: the rule, and nothing launched."""
     call = _pma_call(128, 4)
