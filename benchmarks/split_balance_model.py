@@ -7,7 +7,8 @@ The resident schedule deals a head's batch elements heaviest first, zigzag over 
 (`tlx_schedule`); a CTA's two groups then take its tiles either alternately (the split tile:
 group 0 gets every heavier tile of a pair and, with an odd count, one more) or each to the group
 with less estimated work so far (`FwdConfig.balanced_split`, estimating a tile as its K/V blocks
-plus `FwdConfig.split_tile_cost`). A tile takes `cost + blocks` time units, times
+plus `FwdConfig.split_tile_cost`); with `FwdConfig.claim_tiles` the CTAs claim their tiles at run
+time instead of the deal, as their groups' mean progress reaches them. A tile takes `cost + blocks` time units, times
 (1 + noise * N(0, 1)); the groups run independently (the shared K/V ring's coupling is left out),
 and a CTA ends with its slower group. Printed: the last CTA's end over an even share of all the
 work (1.0 = perfect balance) for both assignments, and for tiles claimed at run time by whichever
@@ -35,8 +36,14 @@ def deal(weights: list[int], ctas: int) -> list[list[int]]:
     return per
 
 
+def _greedy_groups(busy: list[float], weight: int, cost: float, noise: float, rnd) -> None:
+    """The tile to whichever of the CTA's groups is free first (`FwdConfig.free_group_split`)."""
+    g = 0 if busy[0] <= busy[1] else 1
+    busy[g] += (cost + weight) * (1 + noise * rnd.gauss(0, 1))
+
+
 def static_end(weights: list[int], ctas: int, cost: float, balanced: bool, estimate: int,
-               noise: float, seed: int = 0) -> float:
+               noise: float, seed: int = 0, free_group: bool = False) -> float:
     """The last CTA's end with the tiles of each CTA split between its two groups, alternately or
     to the group with less estimated work (blocks + estimate per tile)."""
     rnd = random.Random(seed)
@@ -44,6 +51,9 @@ def static_end(weights: list[int], ctas: int, cost: float, balanced: bool, estim
     for tiles in deal(weights, ctas):
         busy, est = [0.0, 0.0], [0, 0]
         for i, w in enumerate(tiles):
+            if free_group:
+                _greedy_groups(busy, w, cost, noise, rnd)
+                continue
             g = (0 if est[0] <= est[1] else 1) if balanced else i % 2
             est[g] += w + estimate
             busy[g] += (cost + w) * (1 + noise * rnd.gauss(0, 1))
@@ -62,6 +72,32 @@ def claimed_end(weights: list[int], ctas: int, cost: float, noise: float, seed: 
         end = max(end, t)
         heapq.heappush(free, t)
     return end
+
+
+def cta_claimed_end(weights: list[int], ctas: int, cost: float, noise: float, balanced: bool,
+                    estimate: int, seed: int = 0, free_group: bool = False) -> float:
+    """The last end with the CTAs claiming the tiles (heaviest first) at run time
+    (`FwdConfig.claim_tiles`), each tile going to the claiming CTA's groups alternately or by the
+    balance's estimate, as the kernel does. The producer claims for both groups, as far ahead as the
+    rings let it, so a CTA's claims follow its groups' mean progress (its look-ahead left out)."""
+    rnd = random.Random(seed)
+    busy = [[0.0, 0.0] for _ in range(ctas)]
+    est = [[0, 0] for _ in range(ctas)]
+    taken = [0] * ctas
+    free = [(0.0, c) for c in range(ctas)]  # (the CTA's next claim time, CTA)
+    heapq.heapify(free)
+    for w in sorted(weights, reverse=True):
+        _, c = heapq.heappop(free)
+        if free_group:
+            _greedy_groups(busy[c], w, cost, noise, rnd)
+            heapq.heappush(free, (sum(busy[c]) / 2, c))
+            continue
+        g = (0 if est[c][0] <= est[c][1] else 1) if balanced else taken[c] % 2
+        est[c][g] += w + estimate
+        taken[c] += 1
+        busy[c][g] += (cost + w) * (1 + noise * rnd.gauss(0, 1))
+        heapq.heappush(free, (sum(busy[c]) / 2, c))
+    return max(max(b) for b in busy)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,15 +119,22 @@ def main(argv: list[str] | None = None) -> int:
     ctas = args.sms // sh["H"]  # one q-block per head: the CTAs of a head's pair
     print(f"{args.shape}: {len(weights)} tiles per head over {ctas} CTAs, mean {sum(weights) / len(weights):.2f} "
           f"blocks; the last CTA's end over an even share of the work")
-    print("| tile cost (blocks) | noise | alternate | balanced | claimed at run time |")
-    print("|--:|--:|--:|--:|--:|")
+    print("| tile cost (blocks) | noise | alternate | balanced | free group | CTAs claim, alternate | "
+          "CTAs claim, balanced | CTAs claim, free group | groups claim |")
+    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for cost in map(float, args.tile_cost.split(",")):
         share = sum(cost + w for w in weights) / (2 * ctas)
         for noise in map(float, args.noise.split(",")):
             alt = static_end(weights, ctas, cost, False, args.estimate, noise) / share
             bal = static_end(weights, ctas, cost, True, args.estimate, noise) / share
+            cta_alt = cta_claimed_end(weights, ctas, cost, noise, False, args.estimate) / share
+            cta_bal = cta_claimed_end(weights, ctas, cost, noise, True, args.estimate) / share
+            free = static_end(weights, ctas, cost, False, args.estimate, noise, free_group=True) / share
+            cta_free = cta_claimed_end(weights, ctas, cost, noise, False, args.estimate,
+                                       free_group=True) / share
             dyn = claimed_end(weights, ctas, cost, noise) / share
-            print(f"| {cost:g} | {noise:g} | {alt:.3f} | {bal:.3f} | {dyn:.3f} |")
+            print(f"| {cost:g} | {noise:g} | {alt:.3f} | {bal:.3f} | {free:.3f} | {cta_alt:.3f} "
+                  f"| {cta_bal:.3f} | {cta_free:.3f} | {dyn:.3f} |")
     return 0
 
 

@@ -82,8 +82,13 @@ def fwd_variants(overrides: dict | None = None):
                                d, dt, causal, window, bcast, q_len)
                     # tiles claimed at run time (FwdConfig.claim_tiles), alone and with the
                     # balanced split and head pairs (the claims feed every split-tile rule)
+                    # whichever group is free first takes a tile (FwdConfig.free_group_split)
+                    free = dict(free_group_split=True, balanced_split=False)
+                    yield (name + " split free", dataclasses.replace(split, **free), d, dt, causal,
+                           window, bcast, q_len)
                     for label, extra in (("claim", {}), ("claim " + rule, dict(balanced_split=other.balanced_split)),
-                                         ("claim pairs", dict(head_pairs=True, num_buf_kv=3, balanced_split=False))):
+                                         ("claim pairs", dict(head_pairs=True, num_buf_kv=3, balanced_split=False)),
+                                         ("claim free", free)):
                         yield (name + " split " + label,
                                dataclasses.replace(split, claim_tiles=True, **extra), d, dt, causal,
                                window, bcast, q_len)

@@ -208,6 +208,13 @@ class FwdConfig:
     # the last CTA end 2.8-5.1 us after the median one (busy 0.94-0.97). O and LSE bit-identical (a
     # tile's computation does not depend on its CTA); a claims buffer per stream (`_claims`)
     claim_tiles: bool = False
+    # with split_tiles (one head per tile), instead of the alternating or the balanced split: a
+    # tile goes to whichever group reaches it first in the CTA's tile order (`tlx_hopper_fwd.
+    # _taken_by_other`), i.e. the group free first. `benchmarks/split_balance_model.py` (tile times
+    # spread by 10 % per tile, as run 46's timeline: 1-4-block tiles' CV 0.06-0.15): the last CTA's
+    # end 1.044 of an even share against 1.088 alternating and 1.061 balanced; 1.030 with
+    # claim_tiles (1.097 alternating). O and LSE bit-identical
+    free_group_split: bool = False
 
     @property
     def block_m(self) -> int:
@@ -474,7 +481,8 @@ def fwd_constexprs(cfg: FwdConfig, head_dim: int, causal: bool, has_window: bool
         SPLIT_TILES=cfg.split_tiles, HEAD_PAIRS=cfg.head_pairs, PAIR_PINGPONG=cfg.pair_pingpong,
         BALANCED_SPLIT=cfg.balanced_split,
         SPLIT_TILE_COST=cfg.split_tile_cost if cfg.balanced_split else 0,  # one build without it
-        SHIFT_TAIL=cfg.shift_tail, CLAIM_TILES=cfg.claim_tiles, TIMELINE=timeline)
+        SHIFT_TAIL=cfg.shift_tail, CLAIM_TILES=cfg.claim_tiles, FREE_GROUP=cfg.free_group_split,
+        TIMELINE=timeline)
 
 
 def _fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | None,
@@ -516,6 +524,10 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
                          "O is staged in a group's Q slot while the next tile's Q loads into the other")
     if cfg.pair_pingpong and not cfg.head_pairs:
         raise ValueError("tlx FwdConfig: pair_pingpong needs head_pairs")
+    if cfg.free_group_split and not (cfg.split_tiles and not cfg.head_pairs
+                                     and not cfg.balanced_split):
+        raise ValueError("tlx FwdConfig: free_group_split needs split_tiles without head_pairs or "
+                         "balanced_split (it replaces the split's group rule)")
     if cfg.balanced_split and not (cfg.split_tiles and not cfg.head_pairs):
         raise ValueError("tlx FwdConfig: balanced_split needs split_tiles without head_pairs (a head "
                          "pair's tile is read by both groups)")

@@ -58,6 +58,11 @@ from kernels.tlx_timeline import (ENTRY, GROUP_END, READY, mark, mark_sm, mark_t
 BM_SPLIT = tl.constexpr(64)  # query rows per consumer group of a ping-pong tile (wgmma M)
 PINGPONG_BAR = tl.constexpr(9)  # named barriers PINGPONG_BAR + c, c < NUM_GROUPS
 O_STAGE_BAR = tl.constexpr(12)  # broadcast TMA_STORE_O: group c's O tile is free (O_STAGE_BAR + c)
+# FREE_GROUP (the split tile, two groups, no ping-pong: PINGPONG_BAR's ids are free): group c's
+# decision sync (FREE_GROUP_BAR + c, 128 threads) and both groups' start (FREE_INIT_BAR, 256)
+FREE_GROUP_BAR = tl.constexpr(9)
+FREE_INIT_BAR = tl.constexpr(11)
+NUM_BUF_F = tl.constexpr(16)  # FREE_GROUP: tiles whose owner the ring of flags remembers
 
 
 # LAZY_RESCALE: a row's running max moves only when a block raises it by more than this (base-2
@@ -556,10 +561,30 @@ def _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, row0, out_row0, h, q
 
 
 @triton.jit
+def _taken_by_other(owned, decided, it, cid: tl.constexpr):
+    """FREE_GROUP: whether the CTA's other group took its it-th tile first; if not, this group
+    takes it (flag owned[it % NUM_BUF_F] = it + 1). The flag is read without a lock, so both
+    groups may take a tile when they reach it together (each then computes the same rows and
+    stores the same bytes), but never neither: a group leaves a tile only once it has read the
+    other's flag. Each thread's reading becomes the group's one decision (a warpgroup must agree
+    on every wgmma): stored by one thread to the group's scratch word, synced, read back (two
+    words per group by tile parity, so a thread ahead cannot overwrite the one being read)."""
+    slot = it % NUM_BUF_F
+    seen = tl.sum(tlx.local_load(owned[slot]), 0)
+    word = cid * 2 + it % 2
+    tlx.local_store(decided[word], tl.full([1], 0, tl.int32) + (seen == it + 1).to(tl.int32))
+    tlx.named_barrier_wait(FREE_GROUP_BAR + cid, 128)
+    theirs = tl.sum(tlx.local_load(decided[word]), 0) != 0
+    if not theirs:
+        tlx.local_store(owned[slot], tl.full([1], 0, tl.int32) + (it + 1))
+    return theirs
+
+
+@triton.jit
 def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_fulls, k_empties,
-                  v_fulls, v_empties, desc_o, out_ptr, lse_ptr, timeline, timeline_stride, it, b, h,
-                  mb, q_row0, out_row0, qlen, klen, window, qk_scale, H, total_out, cnt_kv, cnt_q,
-                  last_q, held_o, work, cid: tl.constexpr, NUM_GROUPS: tl.constexpr,
+                  v_fulls, v_empties, owned, decided, desc_o, out_ptr, lse_ptr, timeline,
+                  timeline_stride, it, b, h, mb, q_row0, out_row0, qlen, klen, window, qk_scale, H,
+                  total_out, cnt_kv, cnt_q, last_q, held_o, work, cid: tl.constexpr, NUM_GROUPS: tl.constexpr,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, Q_ROWS: tl.constexpr,
                   ROW_OFF: tl.constexpr, Q_SLOT0: tl.constexpr, KV_SLOT0: tl.constexpr,
@@ -569,8 +594,8 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                   LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr,
                   FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, HEAD_PAIRS: tl.constexpr,
                   BALANCED_SPLIT: tl.constexpr, SPLIT_TILE_COST: tl.constexpr,
-                  PINGPONG: tl.constexpr, SHIFT_TAIL: tl.constexpr, TIMELINE: tl.constexpr,
-                  dtype: tl.constexpr):
+                  FREE_GROUP: tl.constexpr, PINGPONG: tl.constexpr, SHIFT_TAIL: tl.constexpr,
+                  TIMELINE: tl.constexpr, dtype: tl.constexpr):
     """Consumer group cid's part of the CTA's it-th tile (batch element b, schedule head h, q-block
     mb): its rows' QK^T, online softmax, PV and epilogue, or, for the split tile's other group
     (and idle groups), its K/V blocks passed in the ring. Returns (cnt_kv, cnt_q, last_q, held_o,
@@ -584,6 +609,8 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
         owner = (work < 0).to(tl.int32)
         work += tl.where(owner == 0, -1, 1) * (nblk + SPLIT_TILE_COST)
         theirs = owner != cid
+    elif FREE_GROUP:
+        theirs = _taken_by_other(owned, decided, it, cid)
     elif SPLIT_TILES and not HEAD_PAIRS:
         theirs = it % NUM_GROUPS != cid
     if theirs:  # its K/V blocks pass by in the ring: each waited for, released
@@ -705,7 +732,8 @@ def jfa_fwd_kernel(
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
     FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, HEAD_PAIRS: tl.constexpr,
     PAIR_PINGPONG: tl.constexpr, BALANCED_SPLIT: tl.constexpr, SPLIT_TILE_COST: tl.constexpr,
-    SHIFT_TAIL: tl.constexpr, CLAIM_TILES: tl.constexpr, TIMELINE: tl.constexpr,
+    SHIFT_TAIL: tl.constexpr, CLAIM_TILES: tl.constexpr, FREE_GROUP: tl.constexpr,
+    TIMELINE: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
     # SPLIT_TILES: a group computes all BLOCK_M rows of its own tiles from one resident Q tile (the
@@ -732,6 +760,9 @@ def jfa_fwd_kernel(
     # NUM_BUF_T (b, klen) slots: up to that many tiles ahead of them (one-block tiles: 8 blocks)
     tl.static_assert(not CLAIM_TILES or (RESIDENT and BROADCAST_Q))
     NUM_BUF_T: tl.constexpr = 8
+    # FREE_GROUP: a split tile goes to whichever group reaches it first (`_taken_by_other`)
+    tl.static_assert(not FREE_GROUP or (SPLIT_TILES and NUM_GROUPS == 2 and not HEAD_PAIRS
+                                        and not BALANCED_SPLIT))
     dtype: tl.constexpr = tlx.dtype_of(desc_k)
     ELEM_BYTES: tl.constexpr = tlx.size_of(dtype)
     Q_BYTES: tl.constexpr = ELEM_BYTES * Q_ROWS * HEAD_DIM
@@ -783,6 +814,11 @@ def jfa_fwd_kernel(
         t_empties = tlx.alloc_barriers(num_barriers=NUM_BUF_T, arrive_count=NUM_GROUPS)
     else:
         tile_ids, t_fulls, t_empties = q_tiles, q_fulls, q_empties  # not used
+    if FREE_GROUP:  # each tile's owner flag, and each group's two decision words
+        owned = tlx.local_alloc((1,), tl.int32, NUM_BUF_F)
+        decided = tlx.local_alloc((1,), tl.int32, 2 * NUM_GROUPS)
+    else:
+        owned, decided = q_tiles, q_tiles  # not used
     wait_for_previous_kernel(PDL)
     if TIMELINE:  # stored after the PDL wait, before which a kernel writes no global memory
         store_stamp(timeline, timeline_stride, ENTRY, entry)
@@ -827,6 +863,11 @@ def jfa_fwd_kernel(
             work = 0  # BALANCED_SPLIT: group 1's estimated work so far minus group 0's
             if PINGPONG and cid == NUM_GROUPS - 1:
                 tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # group 0 issues first
+            if FREE_GROUP:  # no flag may read as a tile's (n + 1) before group 0 clears them
+                if cid == 0:
+                    for i in tl.static_range(NUM_BUF_F):
+                        tlx.local_store(owned[i], tl.zeros([1], tl.int32))
+                tlx.named_barrier_wait(FREE_INIT_BAR, 256)
             if CLAIM_TILES:  # the producer's claims, in the order it hands them over
                 pair = pid // ctas_per_pair
                 h = pair % H_TILES
@@ -837,14 +878,14 @@ def jfa_fwd_kernel(
                     # broadcast Q: q_row0 0, out_row0 b * q_len, qlen q_len (seq_bounds')
                     cnt_kv, cnt_q, last_q, held_o, work = _consume_tile(
                         q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_fulls, k_empties,
-                        v_fulls, v_empties, desc_o, out_ptr, lse_ptr, timeline, timeline_stride, it,
-                        b, h, mb, 0, b * q_len, q_len, klen, window, qk_scale, H, total_out, cnt_kv,
-                        cnt_q, last_q, held_o, work, cid, NUM_GROUPS, HEAD_DIM, BLOCK_M, BLOCK_N,
-                        NUM_BUF_Q, NUM_BUF_KV, Q_ROWS, ROW_OFF, Q_SLOT0, KV_SLOT0, CAUSAL,
-                        HAS_WINDOW, BROADCAST_Q, TMA_STORE_O, O_IN_Q, O_TMA_ONLY, SKIP_IDLE_GROUPS,
-                        LATE_P_CAST, LAZY_RESCALE, RCP_NORMALISE, FAST_EPILOGUE, SPLIT_TILES,
-                        HEAD_PAIRS, BALANCED_SPLIT, SPLIT_TILE_COST, PINGPONG, SHIFT_TAIL, TIMELINE,
-                        dtype)
+                        v_fulls, v_empties, owned, decided, desc_o, out_ptr, lse_ptr, timeline,
+                        timeline_stride, it, b, h, mb, 0, b * q_len, q_len, klen, window, qk_scale,
+                        H, total_out, cnt_kv, cnt_q, last_q, held_o, work, cid, NUM_GROUPS,
+                        HEAD_DIM, BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, Q_ROWS, ROW_OFF, Q_SLOT0,
+                        KV_SLOT0, CAUSAL, HAS_WINDOW, BROADCAST_Q, TMA_STORE_O, O_IN_Q, O_TMA_ONLY,
+                        SKIP_IDLE_GROUPS, LATE_P_CAST, LAZY_RESCALE, RCP_NORMALISE, FAST_EPILOGUE,
+                        SPLIT_TILES, HEAD_PAIRS, BALANCED_SPLIT, SPLIT_TILE_COST, FREE_GROUP,
+                        PINGPONG, SHIFT_TAIL, TIMELINE, dtype)
                     it += 1
                     b, klen = _next_claimed_tile(tile_ids, t_fulls, t_empties, it, NUM_BUF_T)
             else:
@@ -863,14 +904,15 @@ def jfa_fwd_kernel(
                     if valid:
                         cnt_kv, cnt_q, last_q, held_o, work = _consume_tile(
                             q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_fulls,
-                            k_empties, v_fulls, v_empties, desc_o, out_ptr, lse_ptr, timeline,
-                            timeline_stride, it, b, h, mb, q_row0, out_row0, qlen, klen, window,
-                            qk_scale, H, total_out, cnt_kv, cnt_q, last_q, held_o, work, cid,
-                            NUM_GROUPS, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, Q_ROWS,
-                            ROW_OFF, Q_SLOT0, KV_SLOT0, CAUSAL, HAS_WINDOW, BROADCAST_Q,
+                            k_empties, v_fulls, v_empties, owned, decided, desc_o, out_ptr, lse_ptr,
+                            timeline, timeline_stride, it, b, h, mb, q_row0, out_row0, qlen, klen,
+                            window, qk_scale, H, total_out, cnt_kv, cnt_q, last_q, held_o, work,
+                            cid, NUM_GROUPS, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV,
+                            Q_ROWS, ROW_OFF, Q_SLOT0, KV_SLOT0, CAUSAL, HAS_WINDOW, BROADCAST_Q,
                             TMA_STORE_O, O_IN_Q, O_TMA_ONLY, SKIP_IDLE_GROUPS, LATE_P_CAST,
                             LAZY_RESCALE, RCP_NORMALISE, FAST_EPILOGUE, SPLIT_TILES, HEAD_PAIRS,
-                            BALANCED_SPLIT, SPLIT_TILE_COST, PINGPONG, SHIFT_TAIL, TIMELINE, dtype)
+                            BALANCED_SPLIT, SPLIT_TILE_COST, FREE_GROUP, PINGPONG, SHIFT_TAIL,
+                            TIMELINE, dtype)
                     valid, b, h, mb = n_valid, n_b, n_h, n_mb
                     q_row0, out_row0, qlen, kv_row0, klen = (n_q_row0, n_out_row0, n_qlen,
                                                              n_kv_row0, n_klen)

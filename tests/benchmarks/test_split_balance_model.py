@@ -1,5 +1,5 @@
-"""benchmarks.split_balance_model: the schedule's deal and the two ways of splitting a CTA's tiles
-between its groups, on hand-checked examples."""
+"""benchmarks.split_balance_model: the schedule's deal, the ways of splitting a CTA's tiles between
+its groups and of claiming tiles at run time, on hand-checked examples."""
 
 from benchmarks import split_balance_model as model
 
@@ -23,9 +23,25 @@ def test_claimed_tiles_go_to_the_first_free_group():
     assert model.claimed_end([4, 3, 2, 2, 1], 2, 0.0, 0.0) == 4
 
 
+def test_free_group_takes_the_tile():
+    # one CTA, tiles 5, 4, 3, 2, 1: 5 -> g0, 4 -> g1, 3 -> g1 (free at 4), 2 -> g0 (free at 5),
+    # 1 -> g0 (both free at 7: a tie goes to g0): g0 5+2+1 = 8, g1 4+3 = 7
+    assert model.static_end([5, 4, 3, 2, 1], 1, 0.0, False, 0, 0.0, free_group=True) == 8
+
+
+def test_ctas_claim_by_their_groups_mean_progress():
+    # two CTAs A, B alternating inside: 4 -> A.g0 (A's mean now 2); 3 -> B.g0 (B's 1.5); 2 -> B.g1
+    # (B's 2.5); 2 -> A.g1 (A's 3); 1 -> B.g0 (2.5 < 3): A 4 | 2, B 3+1 | 2
+    assert model.cta_claimed_end([4, 3, 2, 2, 1], 2, 0.0, 0.0, False, 0) == 4
+    # the free group inside each CTA: the 1 goes to B.g1 (free at 2): A 4 | 2, B 3 | 2+1
+    assert model.cta_claimed_end([4, 3, 2, 2, 1], 2, 0.0, 0.0, False, 0, free_group=True) == 4
+
+
 def test_table_for_the_default_shape(capsys):
     assert model.main(["--tile-cost", "2", "--noise", "0"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("PMA q128 fill0.1: 768 tiles per head over 33 CTAs")
-    alternate, balanced, claimed = map(float, lines[-1].strip("|").split("|")[2:])
+    row = list(map(float, lines[-1].strip("|").split("|")[2:]))
+    alternate, balanced, free, cta_alt, cta_bal, cta_free, claimed = row
     assert alternate > balanced >= claimed >= 1.0
+    assert alternate > free >= claimed and alternate > cta_free >= claimed

@@ -768,6 +768,20 @@ def test_balanced_split_changes_no_value(case):
     _check_split_tile_switches(case, lambda default: {"balanced_split": not default.balanced_split})
 
 
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", split_tiles_cases(), ids=lambda c: c.name)
+def test_free_group_split_changes_no_value(case):
+    """FwdConfig.free_group_split (a split tile to whichever group reaches it first, decided at run
+    time through shared-memory flags) against the reference and bit-identical with the launcher's
+    split tile: a tile taken by both groups at once, or by either, computes the same bytes, and one
+    taken by neither would show as unwritten (NaN-poisoned) rows. The grid of 3 walks hundreds of
+    tiles per CTA (the flag ring's 16 slots wrap many times); sequences without keys let a free
+    group race ahead over empty tiles."""
+    _check_split_tile_switches(case, lambda default: {"free_group_split": True,
+                                                      "balanced_split": False})
+
+
 def _check_split_tile_switches(case: Case, switches_of) -> None:
     """The launcher's split tile with the fields `switches_of(its config)` changed, against the
     reference and bit-identical with the launcher's split tile (which they must change)."""
@@ -939,7 +953,8 @@ def test_claimed_tiles_change_no_value(case):
     """FwdConfig.claim_tiles (each CTA of a pair claims its next batch element at run time) against
     the reference and bit-identical with the static deal, ten launches back to back (PDL: a launch
     claims only once the one before has left its counters zero); with the split tile also under the
-    balanced split and head pairs. The claims buffer is zero after every call."""
+    balanced split, the free-group split and head pairs. The claims buffer is zero after every
+    call."""
     from kernels import tlx_hopper
 
     inputs = make_inputs(case, zlib.crc32(case.name.encode()))
@@ -953,6 +968,7 @@ def test_claimed_tiles_change_no_value(case):
         variants = [{}]
         if default.split_tiles:
             variants.append({"balanced_split": not default.balanced_split})
+            variants.append({"free_group_split": True, "balanced_split": False})
             if case.hq == case.hkv and case.hq % 2 == 0:
                 variants.append({"head_pairs": True, "num_buf_kv": 3, "balanced_split": False})
         for fields in variants:

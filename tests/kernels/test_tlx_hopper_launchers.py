@@ -264,6 +264,29 @@ def _timeline_width(num_groups: int, iterations: int) -> int:
     return tlx_timeline.HEADER.value + tlx_timeline.TILE_FIELDS.value * num_groups * iterations
 
 
+@pytest.mark.parametrize("other", ["pingpong", "head_pairs", "balanced"])
+def test_free_group_split_refused_beside_another_group_rule(launches, h200, other):
+    """free_group_split reaches the kernel with the split tile alone; without split tiles, or beside
+    head pairs or the balanced split (other rules for the same choice), its rule before any
+    launch."""
+    call = _pma_call(128, 4)
+    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
+    split = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True), split_tiles=True,
+                                late_p_cast=False, free_group_split=True)
+    run = lambda cfg: tlx_hopper.forward(call["query"], call["key"], call["value"], None,  # noqa: E731
+                                         call["key_offset"], params, config=cfg)
+    run(split)
+    [(_, _, args)] = launches
+    assert args["FREE_GROUP"] is True and args["BALANCED_SPLIT"] is False
+    bad = {"pingpong": dict(split_tiles=False, late_p_cast=True),
+           "head_pairs": dict(head_pairs=True, num_buf_kv=3),
+           "balanced": dict(balanced_split=True)}[other]
+    with pytest.raises(ValueError, match="free_group_split needs split_tiles without head_pairs or "
+                                         "balanced_split"):
+        run(dataclasses.replace(split, **bad))
+    assert len(launches) == 1
+
+
 def test_head_pairs_refused_before_any_launch(launches, h200):
     """GQA with head_pairs: the rule, and nothing launched."""
     call = _pma_call(128, 4)
