@@ -80,22 +80,25 @@ def fwd_variants(overrides: dict | None = None):
                     if shift:
                         yield (name + " split shift", dataclasses.replace(split, shift_tail=True),
                                d, dt, causal, window, bcast, q_len)
-                    # tiles claimed at run time (FwdConfig.claim_tiles), alone and with the
-                    # balanced split and head pairs (the claims feed every split-tile rule)
                     # whichever group is free first takes a tile (FwdConfig.free_group_split)
                     free = dict(free_group_split=True, balanced_split=False)
                     yield (name + " split free", dataclasses.replace(split, **free), d, dt, causal,
                            window, bcast, q_len)
-                    for label, extra in (("claim", {}), ("claim " + rule, dict(balanced_split=other.balanced_split)),
-                                         ("claim pairs", dict(head_pairs=True, num_buf_kv=3, balanced_split=False)),
-                                         ("claim free", free)):
+                    # tiles claimed at run time (FwdConfig.claim_tiles) under every split-tile
+                    # group rule and with head pairs (the claims feed them all)
+                    claimed = (("claim", {}),
+                               ("claim " + rule, dict(balanced_split=other.balanced_split)),
+                               ("claim pairs", dict(head_pairs=True, num_buf_kv=3,
+                                                    balanced_split=False)),
+                               ("claim free", free))
+                    for label, extra in claimed:
                         yield (name + " split " + label,
                                dataclasses.replace(split, claim_tiles=True, **extra), d, dt, causal,
                                window, bcast, q_len)
-            if bcast and not cfg.claim_tiles and keys != "short":
-                # the ping-pong tile with claimed tiles (resident at the bench's shapes)
-                yield (name + " claim", dataclasses.replace(cfg, claim_tiles=True), d, dt, causal,
-                       window, bcast, q_len)
+                elif not cfg.claim_tiles:
+                    # the ping-pong tile with claimed tiles (resident at the bench's shapes)
+                    yield (name + " claim", dataclasses.replace(cfg, claim_tiles=True), d, dt,
+                           causal, window, bcast, q_len)
 
 
 def compile_fwd(cfg, d, dt, causal, window, bcast, q_len, timeline=False, kernel=None):
