@@ -70,27 +70,28 @@ def fwd_variants(overrides: dict | None = None):
                     yield name + " split", split, d, dt, causal, window, bcast, q_len
                     # the head-pair candidate (FwdConfig.head_pairs: Hq == Hkv even; one head
                     # per tile is what the balanced split needs)
-                    pairs = dataclasses.replace(split, head_pairs=True, num_buf_kv=3,
-                                                balanced_split=False)
+                    no_rule = dict(balanced_split=False, free_group_split=False)
+                    pairs = dataclasses.replace(split, head_pairs=True, num_buf_kv=3, **no_rule)
                     yield name + " split pairs", pairs, d, dt, causal, window, bcast, q_len
                     # the split tile's other group rule (FwdConfig.balanced_split flipped)
-                    other = dataclasses.replace(split, balanced_split=not split.balanced_split)
+                    other = dataclasses.replace(
+                        split, **dict(no_rule, balanced_split=not split.balanced_split))
                     rule = "balanced" if other.balanced_split else "alternating"
                     yield name + " split " + rule, other, d, dt, causal, window, bcast, q_len
                     if shift:
                         yield (name + " split shift", dataclasses.replace(split, shift_tail=True),
                                d, dt, causal, window, bcast, q_len)
                     # whichever group is free first takes a tile (FwdConfig.free_group_split)
-                    free = dict(free_group_split=True, balanced_split=False)
-                    yield (name + " split free", dataclasses.replace(split, **free), d, dt, causal,
-                           window, bcast, q_len)
+                    free = dict(no_rule, free_group_split=not split.free_group_split)
+                    free_rule = "free" if free["free_group_split"] else "alternating"
+                    yield (name + " split " + free_rule, dataclasses.replace(split, **free), d, dt,
+                           causal, window, bcast, q_len)
                     # tiles claimed at run time (FwdConfig.claim_tiles) under every split-tile
                     # group rule and with head pairs (the claims feed them all)
                     claimed = (("claim", {}),
-                               ("claim " + rule, dict(balanced_split=other.balanced_split)),
-                               ("claim pairs", dict(head_pairs=True, num_buf_kv=3,
-                                                    balanced_split=False)),
-                               ("claim free", free))
+                               ("claim " + rule, dict(no_rule, balanced_split=other.balanced_split)),
+                               ("claim pairs", dict(no_rule, head_pairs=True, num_buf_kv=3)),
+                               ("claim " + free_rule, free))
                     for label, extra in claimed:
                         yield (name + " split " + label,
                                dataclasses.replace(split, claim_tiles=True, **extra), d, dt, causal,

@@ -379,6 +379,12 @@ def short_key_cases() -> list[Case]:
             Case("bcast", 300, 192, 90, 2, 2, grid=3)]
 
 
+# the split tile's group rules beside the alternating one, both off: what a split-tile test sets
+# beside a switch that needs one head per tile or the ping-pong tile (either may be a default in
+# tlx_hopper.SPLIT_TILE_FIELDS)
+NO_GROUP_RULE = {"balanced_split": False, "free_group_split": False}
+
+
 def split_tiles_cases() -> list[Case]:
     """Broadcast Q with q_len 128 and short keys, where `FwdConfig.split_tiles` runs: odd lengths,
     sequences without keys (0 to 33 keys: many), all sequences one key long, fp16, GQA, a grid of 3
@@ -727,7 +733,7 @@ def test_forward_switch_changes_no_value(case, field):
     if flipped.split_tiles and flipped.late_p_cast:
         # split tiles need the early cast: the late one runs in the ping-pong tile (without the
         # split tile's group rule), which computes the same values (test_split_tiles_changes_no_value)
-        flipped = dataclasses.replace(flipped, split_tiles=False, balanced_split=False)
+        flipped = dataclasses.replace(flipped, split_tiles=False, **NO_GROUP_RULE)
     out_f, lse_f = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=flipped)
     assert torch.equal(out, out_f) and torch.equal(lse, lse_f)
 
@@ -750,7 +756,7 @@ def test_split_tiles_changes_no_value(case):
         default = tlx_hopper.call_fwd_config(q, k, k_off, params)
         assert default.split_tiles  # the launcher takes it for these calls
         pingpong = dataclasses.replace(default, split_tiles=False, late_p_cast=True,
-                                       balanced_split=False)
+                                       **NO_GROUP_RULE)
         out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
         out_p, lse_p = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=pingpong)
     assert torch.equal(out, out_p) and torch.equal(lse, lse_p)
@@ -765,7 +771,8 @@ def test_balanced_split_changes_no_value(case):
     that choice: a tile's computation does not depend on its group. The cases include a grid of 3
     (hundreds of tiles per CTA, so the groups' owners drift far from alternation) and idle
     groups."""
-    _check_split_tile_switches(case, lambda default: {"balanced_split": not default.balanced_split})
+    _check_split_tile_switches(case, lambda default: {
+        **NO_GROUP_RULE, "balanced_split": not default.balanced_split})
 
 
 @pytest.mark.gpu
@@ -778,8 +785,8 @@ def test_free_group_split_changes_no_value(case):
     taken by neither would show as unwritten (NaN-poisoned) rows. The grid of 3 walks hundreds of
     tiles per CTA (the flag ring's 16 slots wrap many times); sequences without keys let a free
     group race ahead over empty tiles."""
-    _check_split_tile_switches(case, lambda default: {"free_group_split": True,
-                                                      "balanced_split": False})
+    _check_split_tile_switches(case, lambda default: {
+        **NO_GROUP_RULE, "free_group_split": not default.free_group_split})
 
 
 def _check_split_tile_switches(case: Case, switches_of) -> None:
@@ -823,7 +830,7 @@ def test_head_pairs_change_no_value(case, pingpong):
     and softmax sequence."""
     # one head per tile is what the balanced split needs: off beside head pairs
     _check_split_tile_switches(case, lambda default: {
-        "head_pairs": True, "num_buf_kv": 3, "pair_pingpong": pingpong, "balanced_split": False})
+        "head_pairs": True, "num_buf_kv": 3, "pair_pingpong": pingpong, **NO_GROUP_RULE})
 
 
 @pytest.mark.gpu
@@ -836,7 +843,7 @@ def test_head_pairs_refusals():
     q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
     params = _params(case, 1 / math.sqrt(case.d))
     config = dataclasses.replace(tlx_hopper.call_fwd_config(q, k, k_off, params), head_pairs=True,
-                                 num_buf_kv=3, balanced_split=False)
+                                 num_buf_kv=3, **NO_GROUP_RULE)
     with pytest.raises(ValueError, match="head_pairs needs as many key heads as query heads, an "
                                          "even number, got 4 and 2"):
         tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
@@ -862,7 +869,7 @@ def test_shift_tail(case):
         default = tlx_hopper.call_fwd_config(q, inputs[1], k_off, params)
     if default.split_tiles and case.hq == case.hkv and case.hq % 2 == 0:
         res = check_forward(case, inputs=inputs, overrides={
-            "shift_tail": True, "head_pairs": True, "num_buf_kv": 3, "balanced_split": False})
+            "shift_tail": True, "head_pairs": True, "num_buf_kv": 3, **NO_GROUP_RULE})
         assert res["ok"], res
 
 
@@ -880,7 +887,8 @@ def test_shift_tail_reads_no_row_of_the_next_sequence(case):
 
     q, k, v, q_off, k_off, _, k_lens = make_inputs(case, zlib.crc32(case.name.encode()))
     params = _params(case, 1 / math.sqrt(case.d))
-    default = tlx_hopper.call_fwd_config(q, k, k_off, params)
+    # the unshifted forward, whichever the launcher's default
+    default = dataclasses.replace(tlx_hopper.call_fwd_config(q, k, k_off, params), shift_tail=False)
     shifted = dataclasses.replace(default, shift_tail=True)
     poisoned = v.clone()
     for b in range(1, case.B, 2):
@@ -967,10 +975,10 @@ def test_claimed_tiles_change_no_value(case):
         default = tlx_hopper.call_fwd_config(q, k, k_off, params)
         variants = [{}]
         if default.split_tiles:
-            variants.append({"balanced_split": not default.balanced_split})
-            variants.append({"free_group_split": True, "balanced_split": False})
+            variants.append({**NO_GROUP_RULE, "balanced_split": not default.balanced_split})
+            variants.append({**NO_GROUP_RULE, "free_group_split": not default.free_group_split})
             if case.hq == case.hkv and case.hq % 2 == 0:
-                variants.append({"head_pairs": True, "num_buf_kv": 3, "balanced_split": False})
+                variants.append({"head_pairs": True, "num_buf_kv": 3, **NO_GROUP_RULE})
         for fields in variants:
             static = dataclasses.replace(default, **fields)
             claimed = dataclasses.replace(static, claim_tiles=True)

@@ -452,3 +452,31 @@ def test_prepared_balanced_split_flip_still_applies():
     assert after.count(flip.NEW) == 1
     with pytest.raises(ValueError, match="not as prepared"):
         flip.flipped(after)
+
+
+def test_prepared_split_flip_applies():
+    """docs/kernels/tlx_hopper_run47/flip_split.py (the run-47 calls' in-call flip after an A/B)
+    adds the given fields to SPLIT_TILE_FIELDS' one line, keeping the others; an unknown field or
+    a missing line changes nothing."""
+    import importlib.util
+    import types
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location(
+        "flip_split", root / "docs/kernels/tlx_hopper_run47/flip_split.py")
+    flip = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(flip)
+    text = (root / "kernels/tlx_hopper.py").read_text()
+    after = flip.flipped(text, {"free_group_split": True, "shift_tail": True})
+    [line] = [ln for ln in after.splitlines() if ln.startswith("SPLIT_TILE_FIELDS = ")]
+    namespace = {"types": types}
+    exec(line, namespace)
+    assert dict(namespace["SPLIT_TILE_FIELDS"]) == {**SPLIT_TILE_FIELDS, "free_group_split": True,
+                                                    "shift_tail": True}
+    assert after.replace(line, "") == text.replace(
+        [ln for ln in text.splitlines() if ln.startswith("SPLIT_TILE_FIELDS = ")][0], "")
+    with pytest.raises(ValueError, match="expected some of"):
+        flip.flipped(text, {"num_buf_kv": True})
+    with pytest.raises(ValueError, match="not one line"):
+        flip.flipped(text.replace("SPLIT_TILE_FIELDS = ", "SPLIT_FIELDS = "), {"shift_tail": True})

@@ -8,8 +8,9 @@
 #   balanced_split    session 44's, A/B'd after run 46's ring mend (it hung before it)
 #   head_pairs        session 43's, never measured
 # plus the mend's cost against 3f5ecba's kernel, then tests/kernels in full (the suite holds
-# every candidate's tests). Needs: git show 3f5ecba:kernels/tlx_hopper_fwd.py > devrun/old_fwd.py
-# (untracked; it travels).
+# every candidate's tests), on the split tile's defaults with the free-group split and/or the
+# shifted tail flipped in (flip_split.py) where their two A/Bs average 0.985 or less.
+# Needs: git show 3f5ecba:kernels/tlx_hopper_fwd.py > devrun/old_fwd.py (untracked; it travels).
 # Run: CALL_S=575 bash docs/kernels/tlx_hopper_run47/call_a_script.sh,
 #      carry [".gpu/tools", ".gpu/kernels"], timeout_s 600
 source benchmarks/device_call.sh
@@ -43,5 +44,17 @@ room 40 && {
     --out "$OUT/timeline_free.md" > "$OUT/timeline_free.log" 2>&1
   log "timeline free rc=$? $(head -1 "$OUT/timeline_free.md")"
 }
+# the split tile's defaults for the rest of the call (tests/kernels runs on them): a candidate
+# whose two A/Bs average 0.985 or less (flip_split.py; the tests are written for either default)
+flips=""
+for spec in "free:free_group_split=True" "shift:shift_tail=True"; do
+  gate=$(ab_gate tlx_fwd_ab_ratio "$ROW<=0.985" "$OUT/ab_${spec%%:*}_1.jsonl" "$OUT/ab_${spec%%:*}_2.jsonl" 2>/dev/null)
+  log "gate ${spec%%:*}: $gate"
+  [ "$gate" = yes ] && flips="$flips ${spec#*:}"
+done
+if [ -n "$flips" ]; then
+  python docs/kernels/tlx_hopper_run47/flip_split.py $flips >> "$OUT/call.log" 2>&1 \
+    && md5sum kernels/*.py > "$OUT/md5_flipped.txt"
+fi
 gpu_tests kernels tests/kernels
 finish
