@@ -24,6 +24,10 @@ schedules built ranking at most N classes per counting-sort pass against the def
 (`tlx_schedule.schedule_fields` classes): tlx_fwd_absched_ms / tlx_fwdbwd_absched_ms, their
 *_base_ms and *_ratio (N = 1 is the build before session 35: a ratio above 1, the default faster).
 --ab-schedule-warps N: the candidate's builds run with N warps (alone or with --ab-schedule-fields).
+--ab-schedule-cached times the tlx forward with its schedule built once and found in the cache
+(what a model's later layers of one batch get: `tlx_schedule.cached_schedule`) against building it
+every call, both inside the front door's versioned-offsets promise and the default side clearing
+the cache per call: tlx_fwd_abcached_ms, *_base_ms, *_ratio (what the build costs a call).
 
 --baseline-rounds N (N >= 2) times the tlx call and each baseline (varlen forward, forward+backward,
 the tutorial) in ABBA order over N rounds instead of once each: *_ms are the medians over the
@@ -79,6 +83,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 AB_OVERRIDES: dict = {}  # --ab: FwdConfig fields of the alternative forward
 AB_BWD_OVERRIDES: dict = {}  # --ab-bwd: BwdConfig fields of the alternative backward
 AB_SCHEDULE: dict = {}  # --ab-schedule-fields / -warps: the alternative's builds (fields, num_warps)
+AB_CACHED = False  # --ab-schedule-cached: the forward with its schedule cached against built per call
 PEAK_FLOPS = 788e12
 PEAK_BYTES = 4.3e12
 
@@ -305,6 +310,24 @@ def with_schedule(fn, overrides: dict):
     return call
 
 
+def built_and_cached(fn):
+    """(fn building its schedules on every call, fn finding them cached after its first call): both
+    inside the front door's versioned-offsets promise, under which `cached_schedule` caches; the
+    first clears the cache before each call (--ab-schedule-cached)."""
+    from kernels.common import versioned_offsets
+    from kernels.tlx_schedule import clear_schedule_cache
+
+    def built():
+        with versioned_offsets():
+            clear_schedule_cache()
+            return fn()
+
+    def cached():
+        with versioned_offsets():
+            return fn()
+    return built, cached
+
+
 def tutorial_module():
     import triton.language.extra.tlx as tlx
 
@@ -368,6 +391,11 @@ def run_shape(sh, do_bwd, tut, graphs=False):
         out_alt, lse_alt = fwd_alt()
         row["absched_fwd_identical"] = bool(torch.equal(out_alt, out) and torch.equal(lse_alt, lse))
         put_ab(row, "tlx_fwd_absched", fwd_base, fwd_alt)
+    if AB_CACHED:
+        fwd_built, fwd_cached = built_and_cached(fwd)
+        out_alt, lse_alt = fwd_cached()  # builds the schedule the timed calls find
+        row["abcached_fwd_identical"] = bool(torch.equal(out_alt, out) and torch.equal(lse_alt, lse))
+        put_ab(row, "tlx_fwd_abcached", fwd_built, fwd_cached)
     if do_bwd:
         qg, kg, vg = (t.clone().requires_grad_() for t in (qv, k, v))
         o = varlen_attn(qg, kg, vg, cu_q, k_off, max_q, max_k, scale=scale)
@@ -459,7 +487,7 @@ def override_configs(fwd_spec: str, bwd_spec: str) -> None:
 
 
 def main():
-    global SETTLE_MS, AB_ROUNDS, BASELINE_ROUNDS
+    global SETTLE_MS, AB_ROUNDS, BASELINE_ROUNDS, AB_CACHED
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--bwd", action="store_true")
@@ -488,6 +516,8 @@ def main():
                          "per counting-sort pass (1: the build before session 35)")
     ap.add_argument("--ab-schedule-warps", type=int, metavar="N",
                     help="also time the tlx calls with schedules built by N warps")
+    ap.add_argument("--ab-schedule-cached", action="store_true",
+                    help="also time the tlx forward with its schedule cached against built per call")
     args = ap.parse_args()
     for option, key, value in (("--ab-schedule-fields", "fields", args.ab_schedule_fields),
                                ("--ab-schedule-warps", "num_warps", args.ab_schedule_warps)):
@@ -500,6 +530,7 @@ def main():
     if args.ab_rounds < 1:
         raise SystemExit(f"--ab-rounds: must be >= 1, got {args.ab_rounds}")
     AB_ROUNDS = args.ab_rounds
+    AB_CACHED = args.ab_schedule_cached
     if args.baseline_rounds < 1:
         raise SystemExit(f"--baseline-rounds: must be >= 1, got {args.baseline_rounds}")
     BASELINE_ROUNDS = args.baseline_rounds

@@ -226,3 +226,30 @@ def test_shape_params_follow_the_shape_and_the_head_dim(kind):
     params = shape_params({"q": 192, "max_kv": 1000, "kind": kind}, {"q": torch.empty(3, 2, 64)})
     assert (params.max_seq_len_q, params.max_seq_len_kv, params.sm_scale, params.broadcast_q) \
         == (192, 1000, 0.125, kind == "bcast")
+
+
+def test_schedule_cached_ab_builds_once_on_the_cached_side(monkeypatch):
+    """--ab-schedule-cached's sides: the default side builds its schedule on every call, the
+    candidate only on its first (the cache a model's later layers hit)."""
+    from benchmarks.tlx_hopper_bench import built_and_cached
+    from kernels import tlx_schedule
+
+    builds = []
+    monkeypatch.setattr(tlx_schedule, "build_schedule",
+                        lambda *args, **kwargs: builds.append(args) or ("entries", "count"))
+    k_off = torch.tensor([0, 3, 5], dtype=torch.int32)
+
+    def forward():
+        return tlx_schedule.cached_schedule(None, k_off, 2, 64, 1, None, False, True, 64, 32)
+    built, cached = built_and_cached(forward)
+    for _ in range(3):
+        assert cached() == ("entries", "count")
+    assert len(builds) == 1
+    for _ in range(3):
+        assert built() == ("entries", "count")
+    assert len(builds) == 4
+    cached()  # finds what the last built call left (the same offsets): no build
+    assert len(builds) == 4
+    forward()  # outside the promise: built every call, never cached
+    assert len(builds) == 5
+

@@ -7,7 +7,8 @@
 #   claim_tiles       the resident CTAs claim their pair's batch elements at run time (session 47)
 #   balanced_split    session 44's, A/B'd after run 46's ring mend (it hung before it)
 #   head_pairs        session 43's, never measured
-# plus the mend's cost against 3f5ecba's kernel, then tests/kernels in full (the suite holds
+# plus what the schedule build costs the call (--ab-schedule-cached), the mend's cost against
+# 3f5ecba's kernel, then tests/kernels in full (the suite holds
 # every candidate's tests), on the split tile's defaults with the free-group split and/or the
 # shifted tail flipped in (flip_split.py) where their two A/Bs average 0.985 or less.
 # Needs: git show 3f5ecba:kernels/tlx_hopper_fwd.py > devrun/old_fwd.py (untracked; it travels).
@@ -33,6 +34,8 @@ if [ "${new_ok:-0}" = 1 ]; then
   room 50 && ab_run free_2 tlx_fwd_ab_ratio --only "$ROW" --ab "free_group_split=True,balanced_split=False"
   room 50 && ab_run shift_2 tlx_fwd_ab_ratio --only "$ROW" --ab "shift_tail=True"
 fi
+# what the schedule build costs the row's call: the forward with its schedule cached / built
+room 50 && ab_run cached_1 tlx_fwd_abcached_ratio --only "$ROW" --ab-schedule-cached
 room 40 && {
   timeout 60 python -m benchmarks.tlx_fwd_bound --only "$ROW" --kernel-file devrun/old_fwd.py \
     --out "$OUT/ab_before_fix.jsonl" > "$OUT/ab_before_fix.log" 2>&1
