@@ -554,6 +554,9 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
     if cfg.claim_tiles and not resident:
         raise ValueError(f"tlx FwdConfig: claim_tiles needs the resident mode: broadcast_q with heads "
                          f"* q-blocks <= CTAs ({pairs} pairs, {n_prog} CTAs, broadcast_q {broadcast})")
+    if cfg.claim_tiles and pairs >= CLAIM_SLOTS:  # one counter per pair, then the done count
+        raise ValueError(f"tlx FwdConfig: claim_tiles needs fewer than {CLAIM_SLOTS} (head, q-block) "
+                         f"pairs (the claims buffer's counters), got {pairs}")
     ctas_per_pair = n_prog // pairs if resident else 1
     if resident:
         n_prog = pairs * ctas_per_pair

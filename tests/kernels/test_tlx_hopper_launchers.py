@@ -255,6 +255,12 @@ def test_claimed_forward_launch(launches, h200, monkeypatch, q_len):
                                          r"heads \* q-blocks <= CTAs"):
         tlx_hopper.forward(self_q, call["key"], call["value"], call["key_offset"],
                            call["key_offset"], self_params, config=self_cfg)
+    # more pairs than the buffer has counters: refused, no counter past its end
+    monkeypatch.setattr(tlx_hopper, "CLAIM_SLOTS", heads)
+    with pytest.raises(ValueError, match=f"claim_tiles needs fewer than {heads} \\(head, q-block\\) "
+                                         f"pairs \\(the claims buffer's counters\\), got {heads}"):
+        tlx_hopper.forward(call["query"], call["key"], call["value"], None, call["key_offset"],
+                           params, config=cfg)
     assert len(launches) == 1
 
 
