@@ -96,9 +96,15 @@ def fwd_variants(overrides: dict | None = None):
                         yield (name + " split " + label,
                                dataclasses.replace(split, claim_tiles=True, **extra), d, dt, causal,
                                window, bcast, q_len)
+                    yield (name + " split local", dataclasses.replace(split, local_order=True), d,
+                           dt, causal, window, bcast, q_len)
                 elif not cfg.claim_tiles:
                     # the ping-pong tile with claimed tiles (resident at the bench's shapes)
                     yield (name + " claim", dataclasses.replace(cfg, claim_tiles=True), d, dt,
+                           causal, window, bcast, q_len)
+                if not split.split_tiles and not cfg.local_order:
+                    # the CTAs writing their schedule themselves (FwdConfig.local_order)
+                    yield (name + " local", dataclasses.replace(cfg, local_order=True), d, dt,
                            causal, window, bcast, q_len)
 
 
@@ -120,7 +126,9 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len, timeline=False, kernel
     if timeline:
         sig.update(timeline="*i64", timeline_stride="i32")
     # the broadcast variants are resident ones (heads * q-blocks <= CTAs at the bench's shapes)
-    const = fwd_constexprs(cfg, d, causal, window, bcast, bcast, q_len, timeline)
+    # FwdConfig.local_order: the build writing the bench's 768-entry schedule itself
+    const = fwd_constexprs(cfg, d, causal, window, bcast, bcast, q_len, timeline,
+                           entries=768 if cfg.local_order else 0)
     if not timeline:  # the launcher passes None: no parameter at all in the default build
         const.update(timeline=None, timeline_stride=None)
     if cfg.claim_tiles:

@@ -28,7 +28,8 @@ import torch
 
 from kernels import tlx_timeline
 from kernels.tlx_launch import launch, trailing_constexprs
-from kernels.tlx_schedule import CLAIM_SLOTS, cached_schedule
+from kernels.tlx_schedule import (CLAIM_SLOTS, cached_schedule, local_schedule, schedule_block,
+                                  schedule_fields)
 
 SUPPORTED_HEAD_DIMS = (64, 128)
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
@@ -215,6 +216,13 @@ class FwdConfig:
     # end 1.044 of an even share against 1.088 alternating and 1.061 balanced; 1.030 with
     # claim_tiles (1.097 alternating). O and LSE bit-identical
     free_group_split: bool = False
+    # broadcast Q in the resident mode: no schedule build kernel ahead of the forward; where the
+    # batch's schedule is not cached yet, every CTA writes it itself (`tlx_schedule.
+    # write_schedule`, the build's code: the same values) and reads its tiles back, and the
+    # launcher keeps it for the batch's later calls (`tlx_schedule.local_schedule`). Run 37: the
+    # 768-entry build takes ~7 us of device time, which the forward waits for (its PDL wait).
+    # O and LSE bit-identical (the same schedule)
+    local_order: bool = False
 
     @property
     def block_m(self) -> int:
@@ -453,6 +461,9 @@ class _FwdPlan:
     constexprs: tuple  # the kernel's constexpr arguments, in its signature's order (positional:
     # no keyword dict to build and unpack per call)
     options: dict = dataclasses.field(hash=False)  # the launch's num_warps, num_stages, launch_pdl
+    # FwdConfig.local_order: the constexprs of the build that writes its schedule itself (where it
+    # is not cached; `constexprs` read a cached one), else None
+    local_constexprs: tuple | None = None
 
 
 # _fwd_plan's key -> _FwdPlan; cleared when full (a process sees few call signatures: the key holds
@@ -467,9 +478,11 @@ def fwd_q_box(cfg: FwdConfig) -> int:
 
 
 def fwd_constexprs(cfg: FwdConfig, head_dim: int, causal: bool, has_window: bool, broadcast: bool,
-                   resident: bool, q_len: int, timeline: bool) -> dict:
+                   resident: bool, q_len: int, timeline: bool, entries: int = 0) -> dict:
     """`jfa_fwd_kernel`'s constexpr arguments for a configuration (the launcher's plan and the
-    sm_90 compile check build the same kernel from them)."""
+    sm_90 compile check build the same kernel from them). entries: the schedule's entries the
+    kernel writes itself (`FwdConfig.local_order` where the schedule is not cached), else 0."""
+    block = schedule_block(entries) if entries else 0
     return dict(
         HEAD_DIM=head_dim, BLOCK_N=cfg.block_n, NUM_GROUPS=cfg.num_groups, NUM_BUF_Q=cfg.num_buf_q,
         NUM_BUF_KV=cfg.num_buf_kv, CONSUMER_REGS=cfg.consumer_regs, CAUSAL=causal,
@@ -482,7 +495,8 @@ def fwd_constexprs(cfg: FwdConfig, head_dim: int, causal: bool, has_window: bool
         BALANCED_SPLIT=cfg.balanced_split,
         SPLIT_TILE_COST=cfg.split_tile_cost if cfg.balanced_split else 0,  # one build without it
         SHIFT_TAIL=cfg.shift_tail, CLAIM_TILES=cfg.claim_tiles, FREE_GROUP=cfg.free_group_split,
-        TIMELINE=timeline)
+        LOCAL_ORDER=entries > 0, ORDER_BLOCK=block, ORDER_FIELDS=schedule_fields(block) if block else 0,
+        ORDER_FIELD_BITS=block.bit_length(), TIMELINE=timeline)
 
 
 def _fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | None,
@@ -560,8 +574,17 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
     ctas_per_pair = n_prog // pairs if resident else 1
     if resident:
         n_prog = pairs * ctas_per_pair
+    if cfg.local_order and not (resident and B * num_mb <= LOCAL_ORDER_MAX_ENTRIES):
+        raise ValueError(f"tlx FwdConfig: local_order needs the resident mode (broadcast_q with heads "
+                         f"* q-blocks <= CTAs) and at most {LOCAL_ORDER_MAX_ENTRIES} schedule entries, "
+                         f"got resident {resident}, {B * num_mb} entries")
     constexprs = fwd_constexprs(cfg, d, bool(params.causal), window is not None, broadcast,
                                 resident, q_len, timeline)
+    local = None
+    if cfg.local_order:
+        local = trailing_constexprs(jfa_fwd_kernel, fwd_constexprs(
+            cfg, d, bool(params.causal), window is not None, broadcast, resident, q_len, timeline,
+            entries=B * num_mb))
     return _FwdPlan(
         cfg=cfg,
         schedule=(B, q_len, num_mb, window, bool(params.causal), broadcast, cfg.block_m, cfg.block_n),
@@ -571,7 +594,7 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
                  num_mb),
         scalars_after=(ctas_per_pair, cfg.tile_window or num_mb),
         constexprs=trailing_constexprs(jfa_fwd_kernel, constexprs),
-        options=dict(num_warps=4, num_stages=1, launch_pdl=cfg.pdl))
+        options=dict(num_warps=4, num_stages=1, launch_pdl=cfg.pdl), local_constexprs=local)
 
 
 def forward(query, key, value, query_offset, key_offset, params, config: FwdConfig | None = None,
@@ -605,8 +628,14 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         return out, lse
     plan = _fwd_plan(query, key, key_offset, B, params, config, timeline is not None)
     cfg = plan.cfg
-    tile_entry, n_entries = cached_schedule(query_offset, key_offset, *plan.schedule,
-                                            launch_dependents=cfg.pdl)
+    constexprs = plan.constexprs
+    if cfg.local_order:  # the kernel writes the schedule where it is not cached yet
+        tile_entry, n_entries, ready = local_schedule(query_offset, key_offset, *plan.schedule)
+        if not ready:
+            constexprs = plan.local_constexprs
+    else:
+        tile_entry, n_entries = cached_schedule(query_offset, key_offset, *plan.schedule,
+                                                launch_dependents=cfg.pdl)
     desc_q = _descriptor(query, query.shape[0], plan.q_box)
     desc_k = _descriptor(key, key.shape[0], cfg.block_n)
     desc_v = _descriptor(value, value.shape[0], cfg.block_n)
@@ -625,8 +654,14 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         query_offset if query_offset is not None else key_offset, key_offset,
         tile_entry, n_entries, *plan.scalars, total_out, *plan.scalars_after,
         None if stamps is None else stamps.buffer, None if stamps is None else stamps.stride,
-        _claims(query.device) if cfg.claim_tiles else None, *plan.constexprs, **plan.options)
+        _claims(query.device) if cfg.claim_tiles else None, *constexprs, **plan.options)
     return out, lse
+
+
+# FwdConfig.local_order: schedule entries up to which every CTA writes the schedule itself (the
+# one-program build's packed ranking stays spill-free to 2,048 entries at 8 warps; a forward CTA
+# runs it with 12)
+LOCAL_ORDER_MAX_ENTRIES = 2048
 
 
 # FwdConfig.claim_tiles: the claims buffer of each (device, stream); a launch leaves it zero

@@ -49,9 +49,9 @@ import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
 
-from kernels.tlx_schedule import (claim_ticket, claimed_entry, kv_block_range, kv_unmasked_range,
-                                  n_iterations, release_claims, seq_bounds, tile_at,
-                                  wait_for_previous_kernel)
+from kernels.tlx_schedule import (PRIORITY_BUCKETS, claim_ticket, claimed_entry, kv_block_range,
+                                  kv_unmasked_range, n_iterations, release_claims, seq_bounds,
+                                  tile_at, wait_for_previous_kernel, write_schedule)
 from kernels.tlx_timeline import (ENTRY, GROUP_END, READY, mark, mark_sm, mark_tile, now,
                                   store_stamp)
 
@@ -63,6 +63,7 @@ O_STAGE_BAR = tl.constexpr(12)  # broadcast TMA_STORE_O: group c's O tile is fre
 FREE_GROUP_BAR = tl.constexpr(9)
 FREE_INIT_BAR = tl.constexpr(11)
 NUM_BUF_F = tl.constexpr(16)  # FREE_GROUP: tiles whose owner the ring of flags remembers
+SCHEDULE_BUCKETS = tl.constexpr(PRIORITY_BUCKETS)  # LOCAL_ORDER: the build's work classes
 
 
 # LAZY_RESCALE: a row's running max moves only when a block raises it by more than this (base-2
@@ -733,7 +734,8 @@ def jfa_fwd_kernel(
     FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, HEAD_PAIRS: tl.constexpr,
     PAIR_PINGPONG: tl.constexpr, BALANCED_SPLIT: tl.constexpr, SPLIT_TILE_COST: tl.constexpr,
     SHIFT_TAIL: tl.constexpr, CLAIM_TILES: tl.constexpr, FREE_GROUP: tl.constexpr,
-    TIMELINE: tl.constexpr,
+    LOCAL_ORDER: tl.constexpr, ORDER_BLOCK: tl.constexpr, ORDER_FIELDS: tl.constexpr,
+    ORDER_FIELD_BITS: tl.constexpr, TIMELINE: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
     # SPLIT_TILES: a group computes all BLOCK_M rows of its own tiles from one resident Q tile (the
@@ -824,6 +826,14 @@ def jfa_fwd_kernel(
         store_stamp(timeline, timeline_stride, ENTRY, entry)
         mark(timeline, timeline_stride, READY)
         mark_sm(timeline, timeline_stride)
+    if LOCAL_ORDER:
+        # no build kernel ahead of this one: every CTA writes the schedule the build would have
+        # (the same values, `tlx_schedule.write_schedule`) and reads its own tiles' entries back
+        # once its threads' stores are done (`FwdConfig.local_order`)
+        write_schedule(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, window, CAUSAL,
+                       HAS_WINDOW, BROADCAST_Q, False, BLOCK_M, BLOCK_N, ORDER_BLOCK,
+                       SCHEDULE_BUCKETS, ORDER_FIELDS, ORDER_FIELD_BITS)
+        tl.debug_barrier()
     n_tiles = tl.load(n_entries) * H_TILES  # generic schedule: (entry, head) tiles
     n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
 

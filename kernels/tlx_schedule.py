@@ -303,13 +303,27 @@ def _jfa_schedule_kernel(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, 
                          KV_STATIONARY: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                          BLOCK: tl.constexpr, NUM_BUCKETS: tl.constexpr, FIELDS: tl.constexpr,
                          FIELD_BITS: tl.constexpr, LAUNCH_DEPENDENTS: tl.constexpr):
-    """Ordered entries. Q-stationary (forward, dq): entry = (b, q-block), work = KV blocks.
-    KV-stationary (dk/dv): entry = (b, kv-block of BLOCK_M rows), work = q steps of BLOCK_N rows.
-    FIELDS: classes ranked per pass (`schedule_fields`), in count fields of FIELD_BITS bits.
-    LAUNCH_DEPENDENTS: the next kernel, launched with PDL, may start its CTAs now (they wait in
-    `wait_for_previous_kernel` for this one to finish)."""
+    """The schedule build (`write_schedule`) as a one-program kernel. LAUNCH_DEPENDENTS: the next
+    kernel, launched with PDL, may start its CTAs now (they wait in `wait_for_previous_kernel` for
+    this one to finish)."""
     if LAUNCH_DEPENDENTS:
         gdc_launch_dependents()
+    write_schedule(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, window, CAUSAL,
+                   HAS_WINDOW, BROADCAST_Q, KV_STATIONARY, BLOCK_M, BLOCK_N, BLOCK, NUM_BUCKETS,
+                   FIELDS, FIELD_BITS)
+
+
+@triton.jit
+def write_schedule(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, window,
+                   CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
+                   KV_STATIONARY: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   BLOCK: tl.constexpr, NUM_BUCKETS: tl.constexpr, FIELDS: tl.constexpr,
+                   FIELD_BITS: tl.constexpr):
+    """Ordered entries into tile_entry, their count into n_entries, by the program's threads (the
+    build kernel's, or a forward CTA's own: `FwdConfig.local_order`). Q-stationary (forward, dq):
+    entry = (b, q-block), work = KV blocks. KV-stationary (dk/dv): entry = (b, kv-block of BLOCK_M
+    rows), work = q steps of BLOCK_N rows. FIELDS: classes ranked per pass (`schedule_fields`), in
+    count fields of FIELD_BITS bits."""
     e = tl.arange(0, BLOCK)
     in_range = e < B * NUM_MB
     b = tl.where(in_range, e // NUM_MB, 0)
@@ -464,10 +478,38 @@ def cached_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
     the next kernel may start).
     """
     config = (B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n, kv_stationary)
+    hit, keep = _cache_slot(q_off, k_off, config)
+    if hit is not None:
+        return hit
+    schedule = build_schedule(q_off, k_off, *config, launch_dependents=launch_dependents)
+    keep(schedule)
+    return schedule
+
+
+def local_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n):
+    """A Q-stationary schedule for a kernel that can write its own (`write_schedule` in each of its
+    CTAs: the forward's `FwdConfig.local_order`): (tile_entry, n_entries, ready). ready: the cached
+    schedule of these offsets and configuration (`cached_schedule`'s), which the kernel reads;
+    else buffers for the kernel to fill, kept in the cache where `cached_schedule` would keep a
+    build (so the batch's later calls find it, as they would the build's)."""
+    config = (B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n, False)
+    hit, keep = _cache_slot(q_off, k_off, config)
+    if hit is not None:
+        return (*hit, True)
+    schedule = (torch.empty(B * num_mb, device=k_off.device, dtype=torch.int64),
+                torch.empty(1, device=k_off.device, dtype=torch.int32))
+    keep(schedule)
+    return (*schedule, False)
+
+
+def _cache_slot(q_off, k_off, config: tuple):
+    """(the cached schedule of these offsets and configuration or None, a function keeping a new
+    one for them). Nothing is found or kept outside the front door's eager calls, for inference
+    tensors or while a CUDA graph is being captured (`cached_schedule`'s rules)."""
     versions = (tracked_version(k_off), 0 if q_off is None else tracked_version(q_off))
     if (not offsets_versioned() or None in versions
             or (k_off.is_cuda and torch.cuda.is_current_stream_capturing())):
-        return build_schedule(q_off, k_off, *config, launch_dependents=launch_dependents)
+        return None, lambda schedule: None
     per_offsets = _SCHEDULES.get(k_off)
     if per_offsets is None:
         per_offsets = _SCHEDULES[k_off] = {}
@@ -476,12 +518,13 @@ def cached_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
     if hit is not None:
         q_ref, seen_versions, schedule = hit
         if (q_ref is None or q_ref() is q_off) and seen_versions == versions:
-            return schedule
-    schedule = build_schedule(q_off, k_off, *config, launch_dependents=launch_dependents)
-    for stale in [k for k, (ref, _, _) in per_offsets.items() if ref is not None and ref() is None]:
-        del per_offsets[stale]  # query offsets that died (e.g. a per-call arange) while k_off lives
-    per_offsets[key] = (None if q_off is None else weakref.ref(q_off), versions, schedule)
-    return schedule
+            return schedule, None
+
+    def keep(schedule):
+        for stale in [k for k, (ref, _, _) in per_offsets.items() if ref is not None and ref() is None]:
+            del per_offsets[stale]  # query offsets that died (e.g. a per-call arange) while k_off lives
+        per_offsets[key] = (None if q_off is None else weakref.ref(q_off), versions, schedule)
+    return None, keep
 
 
 def clear_schedule_cache() -> None:

@@ -1032,6 +1032,38 @@ def test_claimed_tiles_need_the_resident_mode():
                 tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
 
 
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", claim_cases(), ids=lambda c: c.name)
+def test_local_order_changes_no_value(case):
+    """FwdConfig.local_order (no build kernel: the CTAs write the schedule themselves where it is
+    not cached): against the reference and bit-identical with the default, outside the front
+    door's promise (every call writes its own) and inside it, where the first call's schedule is
+    kept, equals `build_schedule`'s entry for entry, and is what the second call reads."""
+    from kernels import tlx_hopper, tlx_schedule
+    from kernels.common import versioned_offsets
+
+    inputs = make_inputs(case, zlib.crc32(case.name.encode()))
+    res = check_forward(case, inputs=inputs, overrides={"local_order": True})
+    assert res["ok"], res
+    q, k, v, q_off, k_off, _, _ = inputs
+    params = _params(case, 1 / math.sqrt(case.d))
+    with persistent_grid(case.grid):
+        default = tlx_hopper.call_fwd_config(q, k, k_off, params)
+        local = dataclasses.replace(default, local_order=True)
+        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
+        tlx_schedule.clear_schedule_cache()
+        with versioned_offsets():
+            first = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=local)
+            second = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=local)
+            plan = tlx_hopper._fwd_plan(q, k, k_off, case.B, params, local, False)
+            entries, count, ready = tlx_schedule.local_schedule(q_off, k_off, *plan.schedule)
+        want_entries, want_count = tlx_schedule.build_schedule(q_off, k_off, *plan.schedule)
+    assert ready and torch.equal(entries, want_entries) and torch.equal(count, want_count)
+    for out_l, lse_l in (first, second):
+        assert torch.equal(out, out_l) and torch.equal(lse, lse_l)
+
+
 def timeline_cases() -> list[Case]:
     """Broadcast calls whose every tile record is predictable: the split tile (one record per tile;
     a grid of 3 walking ~200 tiles each), three groups in ping-pong (q192: one record per group

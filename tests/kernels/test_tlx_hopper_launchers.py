@@ -293,6 +293,40 @@ def test_free_group_split_refused_beside_another_group_rule(launches, h200, othe
     assert len(launches) == 1
 
 
+def test_local_order_launches_no_build(launches, h200, monkeypatch):
+    """local_order: no schedule build launched. Outside the front door's promise every call's
+    kernel writes its schedule (LOCAL_ORDER); inside it the first call's does and its buffers are
+    kept, and the second call's kernel reads them (the static build, the same buffers). Beyond the
+    resident mode: the rule, before any launch."""
+    from kernels import tlx_schedule
+    from kernels.common import versioned_offsets
+
+    call = _pma_call(128, 4)
+    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
+    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True), local_order=True)
+    run = lambda: tlx_hopper.forward(call["query"], call["key"], call["value"], None,  # noqa: E731
+                                     call["key_offset"], params, config=cfg)
+    tlx_schedule.clear_schedule_cache()
+    run()
+    with versioned_offsets():
+        run()
+        run()
+    names = [name for name, _, _ in launches]
+    assert names == ["jfa_fwd_kernel"] * 3
+    (_, _, plain), (_, _, first), (_, _, second) = launches
+    assert plain["LOCAL_ORDER"] and first["LOCAL_ORDER"] and not second["LOCAL_ORDER"]
+    assert first["ORDER_BLOCK"] == 16 and second["ORDER_BLOCK"] == 0  # three entries
+    assert second["tile_entry"] is first["tile_entry"] and second["n_entries"] is first["n_entries"]
+    assert plain["tile_entry"] is not first["tile_entry"]
+    tlx_schedule.clear_schedule_cache()
+    monkeypatch.setattr(tlx_hopper, "GRID_OVERRIDE", 2)  # four heads' pairs over two CTAs
+    with pytest.raises(ValueError, match=r"local_order needs the resident mode \(broadcast_q with "
+                                         r"heads \* q-blocks <= CTAs\) and at most 2048 schedule "
+                                         r"entries, got resident False, 3 entries"):
+        run()
+    assert len(launches) == 3
+
+
 def test_head_pairs_refused_before_any_launch(launches, h200):
     """GQA with head_pairs: the rule, and nothing launched."""
     call = _pma_call(128, 4)

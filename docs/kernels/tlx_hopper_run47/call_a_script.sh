@@ -6,6 +6,7 @@
 #   free_group_split  a split tile to whichever group reaches it first (session 47)
 #   claim_tiles       the resident CTAs claim their pair's batch elements at run time (session 47)
 #   balanced_split    session 44's, A/B'd after run 46's ring mend (it hung before it)
+#   local_order       no build kernel: the CTAs write the schedule themselves (session 47)
 #   head_pairs        session 43's, never measured
 # plus what the schedule build costs the call (--ab-schedule-cached), the mend's cost against
 # 3f5ecba's kernel, then tests/kernels in full (the suite holds
@@ -20,13 +21,13 @@ TESTS_S=300  # tests/kernels in full: 238 s in run 46 (more tests now)
 room() { [ "$(left)" -gt $(( TESTS_S + $1 )) ]; }
 export AB_TIMEOUT=50
 DEADLINE_SAVE=$DEADLINE; DEADLINE=$(( $(date +%s) + 160 ))
-gpu_tests new tests/kernels -k "shift_tail or claim or free_group or split_tiles or balanced or head_pairs" \
+gpu_tests new tests/kernels -k "shift_tail or claim or free_group or local_order or split_tiles or balanced or head_pairs" \
   && new_ok=1
 DEADLINE=$DEADLINE_SAVE
 if [ "${new_ok:-0}" = 1 ]; then
   for spec in "free:free_group_split=True,balanced_split=False" "shift:shift_tail=True" \
               "claimfree:claim_tiles=True,free_group_split=True,balanced_split=False" \
-              "balanced:balanced_split=True" "claim:claim_tiles=True" \
+              "local:local_order=True" "balanced:balanced_split=True" "claim:claim_tiles=True" \
               "pairs:head_pairs=True,num_buf_kv=3,balanced_split=False"; do
     room 50 || break
     ab_run "${spec%%:*}_1" tlx_fwd_ab_ratio --only "$ROW" --ab "${spec#*:}"
