@@ -659,8 +659,8 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
 
 
 # FwdConfig.local_order: schedule entries up to which every CTA writes the schedule itself (the
-# one-program build's packed ranking stays spill-free to 2,048 entries at 8 warps; a forward CTA
-# runs it with 12)
+# one-program build's packed ranking: spill-free to 2,048 entries; a forward CTA runs it in its
+# 4-warp producer warpgroup at up to 256 registers, before the tasks split them)
 LOCAL_ORDER_MAX_ENTRIES = 2048
 
 

@@ -829,7 +829,8 @@ def jfa_fwd_kernel(
     if LOCAL_ORDER:
         # no build kernel ahead of this one: every CTA writes the schedule the build would have
         # (the same values, `tlx_schedule.write_schedule`) and reads its own tiles' entries back
-        # once its threads' stores are done (`FwdConfig.local_order`)
+        # (`FwdConfig.local_order`). TLX runs this code in the default warpgroup alone; the
+        # consumers' first reads follow TLX's CTA-wide barrier at the tasks' start
         write_schedule(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, window, CAUSAL,
                        HAS_WINDOW, BROADCAST_Q, False, BLOCK_M, BLOCK_N, ORDER_BLOCK,
                        SCHEDULE_BUCKETS, ORDER_FIELDS, ORDER_FIELD_BITS)
