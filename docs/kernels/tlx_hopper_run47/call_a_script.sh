@@ -1,26 +1,23 @@
 #!/usr/bin/env bash
 # Prepared in session 47 (no machine lent: paused) as the first of the next device calls: the
-# candidates for the last short goal (PMA q128 fill-0.1 forward), each behind its GPU tests, A/B'd
+# candidates for the last short goal (PMA q128 fill-0.1 forward), behind their GPU tests, A/B'd
 # on that row (4 ABBA rounds, both sides checked against varlen; *_identical says bit-identity):
-#   shift_tail        a partial last K/V block loaded ending at the sequence's last key (session 47)
 #   free_group_split  a split tile to whichever group reaches it first (session 47)
+#   shift_tail        a partial last K/V block loaded ending at the sequence's last key (session 47)
 #   claim_tiles       the resident CTAs claim their pair's batch elements at run time (session 47)
-#   balanced_split    session 44's, A/B'd after run 46's ring mend (it hung before it)
 #   local_order       no build kernel: the CTAs write the schedule themselves (session 47)
+#   balanced_split    session 44's, A/B'd after run 46's ring mend (it hung before it)
 #   head_pairs        session 43's, never measured
-# plus what the schedule build costs the call (--ab-schedule-cached), the mend's cost against
-# 3f5ecba's kernel, then tests/kernels in full (the suite holds
-# every candidate's tests), on the split tile's defaults with the free-group split and/or the
-# shifted tail flipped in (flip_split.py) where their two A/Bs average 0.985 or less.
+# then what the schedule build costs the call (--ab-schedule-cached), run 46's mend against
+# 3f5ecba's kernel and the free-group split's timeline. tests/kernels in full and the default
+# flips follow in next_call_b_script.sh (FLIPS from this call's gates, logged at the end).
 # Needs: git show 3f5ecba:kernels/tlx_hopper_fwd.py > devrun/old_fwd.py (untracked; it travels).
 # Run: CALL_S=575 bash docs/kernels/tlx_hopper_run47/call_a_script.sh,
 #      carry [".gpu/tools", ".gpu/kernels"], timeout_s 600
 source benchmarks/device_call.sh
 ROW="PMA q128 fill0.1"
-TESTS_S=300  # tests/kernels in full: 238 s in run 46 (more tests now)
-room() { [ "$(left)" -gt $(( TESTS_S + $1 )) ]; }
 export AB_TIMEOUT=50
-DEADLINE_SAVE=$DEADLINE; DEADLINE=$(( $(date +%s) + 160 ))
+DEADLINE_SAVE=$DEADLINE; DEADLINE=$(( $(date +%s) + 210 ))  # the tests get 150 s
 gpu_tests new tests/kernels -k "shift_tail or claim or free_group or local_order or split_tiles or balanced or head_pairs" \
   && new_ok=1
 DEADLINE=$DEADLINE_SAVE
@@ -29,36 +26,31 @@ if [ "${new_ok:-0}" = 1 ]; then
               "claimfree:claim_tiles=True,free_group_split=True,balanced_split=False" \
               "local:local_order=True" "balanced:balanced_split=True" "claim:claim_tiles=True" \
               "pairs:head_pairs=True,num_buf_kv=3,balanced_split=False"; do
-    room 50 || break
+    [ "$(left)" -gt 60 ] || break
     ab_run "${spec%%:*}_1" tlx_fwd_ab_ratio --only "$ROW" --ab "${spec#*:}"
   done
-  room 50 && ab_run free_2 tlx_fwd_ab_ratio --only "$ROW" --ab "free_group_split=True,balanced_split=False"
-  room 50 && ab_run shift_2 tlx_fwd_ab_ratio --only "$ROW" --ab "shift_tail=True"
+  [ "$(left)" -gt 60 ] && ab_run free_2 tlx_fwd_ab_ratio --only "$ROW" --ab "free_group_split=True,balanced_split=False"
+  [ "$(left)" -gt 60 ] && ab_run shift_2 tlx_fwd_ab_ratio --only "$ROW" --ab "shift_tail=True"
 fi
 # what the schedule build costs the row's call: the forward with its schedule cached / built
-room 50 && ab_run cached_1 tlx_fwd_abcached_ratio --only "$ROW" --ab-schedule-cached
-room 40 && {
-  timeout 60 python -m benchmarks.tlx_fwd_bound --only "$ROW" --kernel-file devrun/old_fwd.py \
+[ "$(left)" -gt 60 ] && ab_run cached_1 tlx_fwd_abcached_ratio --only "$ROW" --ab-schedule-cached
+[ "$(left)" -gt 50 ] && {
+  timeout 45 python -m benchmarks.tlx_fwd_bound --only "$ROW" --kernel-file devrun/old_fwd.py \
     --out "$OUT/ab_before_fix.jsonl" > "$OUT/ab_before_fix.log" 2>&1
   log "before-fix / fixed rc=$? $(ratios "$OUT/ab_before_fix.jsonl" bound_ratio)"
 }
-room 40 && {
+[ "$(left)" -gt 50 ] && {
   timeout 40 python -m benchmarks.tlx_timeline --shape "$ROW" --regime dirty --samples 5 \
     --fwd-config "free_group_split=True,balanced_split=False" --save "$OUT/timeline_free.pt" \
     --out "$OUT/timeline_free.md" > "$OUT/timeline_free.log" 2>&1
   log "timeline free rc=$? $(head -1 "$OUT/timeline_free.md")"
 }
-# the split tile's defaults for the rest of the call (tests/kernels runs on them): a candidate
-# whose two A/Bs average 0.985 or less (flip_split.py; the tests are written for either default)
+# the split tile's defaults to flip in the next call (two A/Bs averaging 0.985 or less)
 flips=""
 for spec in "free:free_group_split=True" "shift:shift_tail=True"; do
   gate=$(ab_gate tlx_fwd_ab_ratio "$ROW<=0.985" "$OUT/ab_${spec%%:*}_1.jsonl" "$OUT/ab_${spec%%:*}_2.jsonl" 2>/dev/null)
   log "gate ${spec%%:*}: $gate"
   [ "$gate" = yes ] && flips="$flips ${spec#*:}"
 done
-if [ -n "$flips" ]; then
-  python docs/kernels/tlx_hopper_run47/flip_split.py $flips >> "$OUT/call.log" 2>&1 \
-    && md5sum kernels/*.py > "$OUT/md5_flipped.txt"
-fi
-gpu_tests kernels tests/kernels
+log "FLIPS=\"${flips# }\""
 finish

@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
-# Prepared in session 47 as the second of the next device calls (after call_a_script.sh and a
-# local merge of its winners): the shifted tail, the claimed tiles and the local order on every
-# PMA row (forward; off by default, so the A/Bs hold whatever call A merged on both sides), what
-# the schedule build costs each PMA row's call, then up to three full tables. TESTED=1 when
-# tests/kernels in full passed on exactly this code (call A's, if nothing changed after its
-# flips); else the suite runs after the tables, which stop 330 s early for it.
-# Run: CALL_S=570 [TESTED=1] bash docs/kernels/tlx_hopper_run47/next_call_b_script.sh,
+# Prepared in session 47 as the second of the next device calls (after call_a_script.sh):
+# tests/kernels in full on the split tile's defaults with call A's winners flipped in (FLIPS, the
+# FIELD=True words call A logs; flip_split.py; the tests hold either default), then the shifted
+# tail, the claimed tiles, the local order and the build's cost on every PMA row (forward; off by
+# default, so the A/Bs hold the flipped split tile on both sides). Tables follow in
+# next_call_c_script.sh (TESTED=1 when this call's suite passed and the code did not change).
+# Run: CALL_S=575 FLIPS="..." bash docs/kernels/tlx_hopper_run47/next_call_b_script.sh,
 #      carry [".gpu/tools", ".gpu/kernels"], timeout_s 600
 source benchmarks/device_call.sh
-[ "${TESTED:-0}" = 1 ] || DEADLINE=$(( DEADLINE - 330 ))
-export AB_TIMEOUT=90  # six rows of 4 ABBA rounds: ~50 s (run 44)
-ab_run shift_pma_1 tlx_fwd_ab_ratio --only "PMA" --ab "shift_tail=True"
-ab_run claim_pma_1 tlx_fwd_ab_ratio --only "PMA" --ab "claim_tiles=True"
-ab_run cached_pma_1 tlx_fwd_abcached_ratio --only "PMA" --ab-schedule-cached
-ab_run local_pma_1 tlx_fwd_ab_ratio --only "PMA" --ab "local_order=True"
-[ "$(left)" -gt 200 ] && ab_run shift_pma_2 tlx_fwd_ab_ratio --only "PMA" --ab "shift_tail=True"
-uptime >> "$OUT/call.log"
-tables bench47 3
-[ "${TESTED:-0}" = 1 ] || { DEADLINE=$(( DEADLINE + 330 )); gpu_tests kernels tests/kernels; }
+if [ -n "${FLIPS:-}" ]; then
+  python docs/kernels/tlx_hopper_run47/flip_split.py $FLIPS >> "$OUT/call.log" 2>&1 || { finish; exit; }
+  md5sum kernels/*.py > "$OUT/md5_flipped.txt"
+fi
+DEADLINE_SAVE=$DEADLINE; DEADLINE=$(( $(date +%s) + 360 ))  # the suite gets 300 s
+gpu_tests kernels tests/kernels
+DEADLINE=$DEADLINE_SAVE
+export AB_TIMEOUT=70  # six rows of 4 ABBA rounds: ~50 s (run 44)
+for spec in "shift_pma:shift_tail=True" "claim_pma:claim_tiles=True" "local_pma:local_order=True"; do
+  [ "$(left)" -gt 80 ] || break
+  ab_run "${spec%%:*}_1" tlx_fwd_ab_ratio --only "PMA" --ab "${spec#*:}"
+done
+[ "$(left)" -gt 80 ] && ab_run cached_pma_1 tlx_fwd_abcached_ratio --only "PMA" --ab-schedule-cached
 finish
