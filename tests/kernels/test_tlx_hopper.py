@@ -905,18 +905,26 @@ def test_shift_tail_reads_no_row_of_the_next_sequence(case):
     assert torch.isnan(out_d[rows(padded)]).any()
 
 
+def _assert_refused(case: Case, fields: dict, match: str) -> None:
+    """The launcher's configuration for the case with `fields` changed is refused with the
+    ValueError matching `match` (its rule), not run."""
+    from kernels import tlx_hopper
+
+    q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
+    params = _params(case, 1 / math.sqrt(case.d))
+    with persistent_grid(case.grid):
+        config = dataclasses.replace(tlx_hopper.call_fwd_config(q, k, k_off, params), **fields)
+        with pytest.raises(ValueError, match=match):
+            tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
+
+
 @pytest.mark.gpu
 def test_shift_tail_refuses_masks_and_own_queries():
     """shift_tail is refused with its rule where a tile's blocks may start past key 0 or its masked
     blocks are not only the last: causal broadcast Q, self-attention."""
-    from kernels import tlx_hopper
-
     for case in (Case("bcast", 20, 128, 100, 2, 2, 128, "bf16", True), Case("self", 20, 100, 100)):
-        q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
-        params = _params(case, 1 / math.sqrt(case.d))
-        config = dataclasses.replace(tlx_hopper.call_fwd_config(q, k, k_off, params), shift_tail=True)
-        with pytest.raises(ValueError, match="shift_tail needs broadcast_q without a causal or window"):
-            tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
+        _assert_refused(case, {"shift_tail": True},
+                        "shift_tail needs broadcast_q without a causal or window")
 
 
 @pytest.mark.gpu
@@ -924,13 +932,8 @@ def test_split_tiles_refuses_a_call_it_cannot_run():
     """A mask (here causal) is refused with the rule, not computed without it."""
     from kernels import tlx_hopper
 
-    case = Case("bcast", 20, 128, 100, 2, 2, 128, "bf16", True)
-    q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
-    params = _params(case, 1 / math.sqrt(case.d))
-    config = dataclasses.replace(tlx_hopper.call_fwd_config(q, k, k_off, params),
-                                 **tlx_hopper.SPLIT_TILE_FIELDS)
-    with pytest.raises(ValueError, match="split_tiles needs no causal or window mask"):
-        tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
+    _assert_refused(Case("bcast", 20, 128, 100, 2, 2, 128, "bf16", True),
+                    dict(tlx_hopper.SPLIT_TILE_FIELDS), "split_tiles needs no causal or window mask")
 
 
 def claim_cases() -> list[Case]:
@@ -1020,16 +1023,8 @@ def test_claimed_tiles_replayed_from_a_cuda_graph():
 def test_claimed_tiles_need_the_resident_mode():
     """claim_tiles is refused with its rule where the CTAs do not own a (head, q-block) pair each:
     self-attention, and broadcast Q with more pairs than CTAs."""
-    from kernels import tlx_hopper
-
     for case in (Case("self", 20, 100, 100), Case("bcast", 20, 300, 100, 2, 2, grid=3)):
-        q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
-        params = _params(case, 1 / math.sqrt(case.d))
-        with persistent_grid(case.grid):
-            config = dataclasses.replace(tlx_hopper.call_fwd_config(q, k, k_off, params),
-                                         claim_tiles=True)
-            with pytest.raises(ValueError, match="claim_tiles needs the resident mode"):
-                tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
+        _assert_refused(case, {"claim_tiles": True}, "claim_tiles needs the resident mode")
 
 
 @pytest.mark.gpu

@@ -426,20 +426,25 @@ def test_split_tiles_taken_where_it_runs(q_len, short_kv, pairs, n_prog, params,
     assert not split or (chosen.split_tiles and not chosen.late_p_cast)
 
 
+def _flip_script(relative: str):
+    """(a prepared device-call flip script under docs/ as a module, kernels/tlx_hopper.py's text)."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location(Path(relative).stem, root / relative)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, (root / "kernels/tlx_hopper.py").read_text()
+
+
 def test_prepared_balanced_split_flip_still_applies():
     """docs/kernels/tlx_hopper_run46/flip_balanced.py (the device calls' in-call flip) finds its
     line exactly once, and the flipped line makes the split tile balanced; a second flip refuses
     (on a flipped tree, as a device call's after its gate, only that)."""
-    import importlib.util
     import types
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location(
-        "flip_balanced", root / "docs/kernels/tlx_hopper_run46/flip_balanced.py")
-    flip = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(flip)
-    text = (root / "kernels/tlx_hopper.py").read_text()
+    flip, text = _flip_script("docs/kernels/tlx_hopper_run46/flip_balanced.py")
     if flip.NEW in text:  # already flipped
         assert SPLIT_TILE_FIELDS.get("balanced_split") is True
         with pytest.raises(ValueError, match="not as prepared"):
@@ -458,16 +463,9 @@ def test_prepared_split_flip_applies():
     """docs/kernels/tlx_hopper_run47/flip_split.py (the run-47 calls' in-call flip after an A/B)
     adds the given fields to SPLIT_TILE_FIELDS' one line, keeping the others; an unknown field or
     a missing line changes nothing."""
-    import importlib.util
     import types
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location(
-        "flip_split", root / "docs/kernels/tlx_hopper_run47/flip_split.py")
-    flip = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(flip)
-    text = (root / "kernels/tlx_hopper.py").read_text()
+    flip, text = _flip_script("docs/kernels/tlx_hopper_run47/flip_split.py")
     after = flip.flipped(text, {"free_group_split": True, "shift_tail": True})
     [line] = [ln for ln in after.splitlines() if ln.startswith("SPLIT_TILE_FIELDS = ")]
     namespace = {"types": types}

@@ -179,12 +179,17 @@ def test_split_tile_forward_launch(launches, h200, head_pairs):
     assert lse.shape == (heads, 3 * 128)
 
 
+def _timeline_width(num_groups: int, iterations: int) -> int:
+    """A forward timeline's row width: its header and each iteration's tile records."""
+    from kernels import tlx_timeline
+
+    return tlx_timeline.HEADER.value + tlx_timeline.TILE_FIELDS.value * num_groups * iterations
+
+
 @pytest.mark.parametrize("stamped", [False, True], ids=["plain", "timeline"])
 def test_forward_timeline_buffer(launches, h200, stamped):
     """Without a timeline list the forward passes None for the stamps (no parameter in its build);
     with one it appends a Timeline whose rows fit every CTA's iterations and passes its buffer."""
-    from kernels import tlx_timeline
-
     heads = 4
     call = _pma_call(128, heads)
     params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
@@ -198,7 +203,7 @@ def test_forward_timeline_buffer(launches, h200, stamped):
         return
     [t] = stamps
     # resident: 33 CTAs per head share its 3 batch elements, one iteration each at most
-    width = tlx_timeline.HEADER.value + tlx_timeline.TILE_FIELDS.value * args["NUM_GROUPS"] * 1
+    width = _timeline_width(args["NUM_GROUPS"], 1)
     assert t.buffer.shape == (grid[0], width) and t.num_groups == args["NUM_GROUPS"]
     assert args["timeline"] is t.buffer and args["timeline_stride"] == width
 
@@ -262,12 +267,6 @@ def test_claimed_forward_launch(launches, h200, monkeypatch, q_len):
         tlx_hopper.forward(call["query"], call["key"], call["value"], None, call["key_offset"],
                            params, config=cfg)
     assert len(launches) == 1
-
-
-def _timeline_width(num_groups: int, iterations: int) -> int:
-    from kernels import tlx_timeline
-
-    return tlx_timeline.HEADER.value + tlx_timeline.TILE_FIELDS.value * num_groups * iterations
 
 
 @pytest.mark.parametrize("other", ["pingpong", "head_pairs", "balanced"])
