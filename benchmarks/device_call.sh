@@ -18,6 +18,12 @@
 #             their table by warp role (byrole_NAME.md); logs the duration and DRAM throughput
 #   tables PREFIX N   up to N full tables (`tlx_hopper_bench --bwd --baseline-rounds 2`) into
 #             $OUT/PREFIX_1.jsonl ... while more than 60 s are left, each logged with its ratios
+#   chain_put KEY VALUE, chain_get KEY   a value handed from one call to a later one on the same
+#             warm machine (a file under CHAIN_DIR, default /tmp/jfa_chain: /tmp outlives a call,
+#             not the machine), so calls issued back to back can act on each other's results;
+#             chain_get prints the value, or nothing with status 1 when the key was never put
+#   kernels_md5   one checksum of kernels/*.py (which code a call ran; chained to tell a later
+#             call whether the code it runs is the code an earlier call tested)
 #   flip_default DIR   an in-call default flip: DIR mirrors the repo (DIR/kernels/..., DIR/tests/...),
 #             its files replace the working tree's (status 1, logged, if one cannot be copied), the
 #             kernels' md5 sums go to $OUT/md5_flipped.txt
@@ -87,6 +93,10 @@ tables() {
     log "table $prefix $i rc=$? fb $(ratios "$OUT/${prefix}_$i.jsonl" varlen_fwdbwd_ms_per_tlx) fwd $(ratios "$OUT/${prefix}_$i.jsonl" varlen_fwd_ms_per_tlx)"
   done
 }
+CHAIN_DIR=${CHAIN_DIR:-/tmp/jfa_chain}
+chain_put() { mkdir -p "$CHAIN_DIR" && printf '%s' "$2" > "$CHAIN_DIR/$1"; }
+chain_get() { [ -f "$CHAIN_DIR/$1" ] && cat "$CHAIN_DIR/$1"; }
+kernels_md5() { cat kernels/*.py | md5sum | cut -d' ' -f1; }
 flip_default() {
   local f
   for f in $(cd "$1" && find . -type f); do

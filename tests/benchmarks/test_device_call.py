@@ -13,8 +13,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def run_call(tmp_path: Path, summary: str, body: str, tools: dict[str, str] | None = None,
-             call_s: int = 300) -> tuple[subprocess.CompletedProcess, Path]:
-    """tools: more stub commands (name -> sh script) on the call's PATH; call_s: the call's CALL_S."""
+             call_s: int = 300, script: str | None = None,
+             env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, Path]:
+    """tools: more stub commands (name -> sh script) on the call's PATH; call_s: the call's CALL_S;
+    script: a whole call script (else body between the preamble and `finish`); env: more variables.
+    Calls in one tmp_path share a chain directory, as calls on one warm machine share /tmp
+    (`_next_call` clears the rest between them)."""
     tree = tmp_path / "tree"
     (tree / ".gpu/tools").mkdir(parents=True)
     (tree / ".gpu/tools/unpack.sh").write_text("exit 0\n")
@@ -28,14 +32,15 @@ def run_call(tmp_path: Path, summary: str, body: str, tools: dict[str, str] | No
         f'#!/bin/sh\nif [ "$1 $2" = "-m pytest" ]; then echo \'{summary}\'; exit 0; fi\n'
         f'exec {sys.executable} "$@"\n')
     (bin_dir / "python").chmod(0o755)
-    for name, script in (tools or {}).items():
-        (bin_dir / name).write_text(f"#!/bin/sh\n{script}")
+    for name, stub in (tools or {}).items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{stub}")
         (bin_dir / name).chmod(0o755)
     out = tmp_path / "out"
     out.mkdir()
-    script = f"source benchmarks/device_call.sh\n{body}\nfinish\n"
+    script = script or f"source benchmarks/device_call.sh\n{body}\nfinish\n"
     res = subprocess.run(["bash", "-c", script], cwd=tree, capture_output=True, text=True,
-                         env={"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(out), "CALL_S": str(call_s)})
+                         env={"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(out), "CALL_S": str(call_s),
+                              "CHAIN_DIR": str(tmp_path / "chain"), **(env or {})})
     return res, out
 
 
@@ -163,3 +168,111 @@ def test_ab_run_stops_at_its_own_timeout_when_given_one(tmp_path, ab_timeout, rc
     assert res.returncode == 0, res.stderr
     assert f"ab demo rc={rc}" in res.stdout
     assert ("[0.97]" in res.stdout) == (rc == 0)
+
+
+def _next_call(tmp_path: Path) -> None:
+    """A later call on the same machine: a fresh copy of the tree and an empty $OUT; the chain stays."""
+    for sub in ("tree", "bin", "out"):
+        shutil.rmtree(tmp_path / sub, ignore_errors=True)
+
+
+def test_chain_hands_a_value_to_a_later_call_and_says_when_there_is_none(tmp_path):
+    res, _ = run_call(tmp_path, "", 'chain_put flips "a=True b=True"; chain_get none; echo "missing=$?"')
+    assert res.returncode == 0, res.stderr
+    assert "missing=1" in res.stdout
+    _next_call(tmp_path)
+    res, _ = run_call(tmp_path, "", 'echo "got=[$(chain_get flips)] rc=$?"')
+    assert "got=[a=True b=True] rc=0" in res.stdout
+
+
+def test_kernels_md5_follows_the_kernels(tmp_path):
+    res, _ = run_call(tmp_path, "", 'a=$(kernels_md5); echo "x = 2" > kernels/k.py; b=$(kernels_md5)\n'
+                                    'echo "same=$([ "$a" = "$(kernels_md5)" ] && echo 1 || echo 0) len=${#b}"')
+    assert res.returncode == 0, res.stderr
+    assert "same=0 len=32" in res.stdout
+
+
+# run 47's chained calls: B and C take call A's flips from the chain; C skips the suite when B's
+# passed on the code C runs. A stub flip script edits the stub kernel the way flip_split.py edits
+# kernels/tlx_hopper.py.
+RUN47 = REPO / "docs/kernels/tlx_hopper_run47"
+FLIP_STUB = """import sys
+from pathlib import Path
+Path("kernels/k.py").write_text("x = 1\\nflips = %r\\n" % sys.argv[1:])
+print("flipped", sys.argv[1:])
+"""
+
+
+def _run47_call(tmp_path: Path, name: str, summary: str, env: dict[str, str] | None = None):
+    def put_stubs():
+        flip = tmp_path / "tree/docs/kernels/tlx_hopper_run47/flip_split.py"
+        flip.parent.mkdir(parents=True)
+        flip.write_text(FLIP_STUB)
+        bench = tmp_path / "tree/benchmarks/tlx_hopper_bench.py"
+        bench.parent.mkdir(parents=True)
+        bench.write_text(FAKE_BENCH_ANY)
+    _next_call(tmp_path)
+    put_stubs()
+    return run_call(tmp_path, summary, "", call_s=575, script=(RUN47 / name).read_text(), env=env)
+
+
+FAKE_BENCH_ANY = """import json, sys
+out = sys.argv[sys.argv.index("--out") + 1]
+row = {"name": "PMA q128 fill0.1", "varlen_fwdbwd_ms_per_tlx": 2.0, "varlen_fwd_ms_per_tlx": 1.5,
+       "tlx_fwd_ab_ratio": 0.97, "tlx_fwd_abcached_ratio": 0.95}
+open(out, "w").write(json.dumps(row) + "\\n")
+"""
+
+
+def test_run47_call_c_takes_the_chained_flips_and_skips_the_suite_call_b_passed(tmp_path):
+    (tmp_path / "chain").mkdir()
+    (tmp_path / "chain/flips").write_text("free_group_split=True")  # as call A leaves it
+    res, _ = _run47_call(tmp_path, "next_call_b_script.sh", "900 passed in 200.0s")
+    assert res.returncode == 0, res.stderr
+    assert 'FLIPS="free_group_split=True"' in res.stdout
+    assert "kernels tests rc=0 900 passed" in res.stdout
+    res, out = _run47_call(tmp_path, "next_call_c_script.sh", "1 failed in 1.0s")
+    assert res.returncode == 0, res.stderr
+    assert 'FLIPS="free_group_split=True"' in res.stdout and "TESTED=1" in res.stdout
+    assert "table bench47 3 rc=0" in res.stdout
+    assert "kernels tests" not in res.stdout  # the suite passed on this very code in call B
+    with tarfile.open(out / "r.tgz") as tar:
+        flipped = tar.extractfile("./md5_flipped.txt").read().decode()
+        before = tar.extractfile("./md5.txt").read().decode()
+        names = {Path(n).name for n in tar.getnames()}
+    assert flipped != before  # the tables ran on the flipped kernels
+    assert {"bench47_1.jsonl", "bench47_3.jsonl"} <= names
+
+
+@pytest.mark.parametrize("b_summary,c_env", [
+    ("1 failed, 899 passed in 200.0s", None),              # call B's suite failed
+    ("900 passed in 200.0s", {"FLIPS": "shift_tail=True"}),  # C runs other code than B tested
+])
+def test_run47_call_c_runs_the_suite_unless_call_b_passed_it_on_the_same_code(tmp_path, b_summary, c_env):
+    (tmp_path / "chain").mkdir()
+    (tmp_path / "chain/flips").write_text("free_group_split=True")
+    res, _ = _run47_call(tmp_path, "next_call_b_script.sh", b_summary)
+    assert res.returncode == 0, res.stderr
+    res, _ = _run47_call(tmp_path, "next_call_c_script.sh", "900 passed in 200.0s", env=c_env)
+    assert res.returncode == 0, res.stderr
+    assert "TESTED=0" in res.stdout
+    assert "kernels tests rc=0 900 passed" in res.stdout
+
+
+def test_run47_call_b_without_call_a_on_the_machine_flips_nothing(tmp_path):
+    res, out = _run47_call(tmp_path, "next_call_b_script.sh", "900 passed in 200.0s")
+    assert res.returncode == 0, res.stderr
+    assert "none chained (call A not on this machine): no flips" in res.stdout
+    assert 'FLIPS=""' in res.stdout and "flipped" not in res.stdout
+    with tarfile.open(out / "r.tgz") as tar:
+        assert "md5_flipped.txt" not in {Path(n).name for n in tar.getnames()}
+
+
+def test_run47_call_a_chains_the_flips_its_gates_pass_to_call_b(tmp_path):
+    """Every stub A/B reads 0.97 (<= 0.985): both gated split-tile defaults flip in call B."""
+    res, _ = _run47_call(tmp_path, "call_a_script.sh", "120 passed in 50.0s")
+    assert res.returncode == 0, res.stderr
+    assert "gate free: yes" in res.stdout and "gate shift: yes" in res.stdout
+    res, _ = _run47_call(tmp_path, "next_call_b_script.sh", "900 passed in 200.0s")
+    assert res.returncode == 0, res.stderr
+    assert "flipped ['free_group_split=True', 'shift_tail=True']" in (tmp_path / "out/call.log").read_text()

@@ -10,7 +10,8 @@
 #   head_pairs        session 43's, never measured
 # then what the schedule build costs the call (--ab-schedule-cached), run 46's mend against
 # 3f5ecba's kernel and the free-group split's timeline. tests/kernels in full and the default
-# flips follow in next_call_b_script.sh (FLIPS from this call's gates, logged at the end).
+# flips follow in next_call_b_script.sh (FLIPS from this call's gates, logged at the end and
+# chained: issue calls A, B and C back to back in one message and B and C find them).
 # Needs: git show 3f5ecba:kernels/tlx_hopper_fwd.py > devrun/old_fwd.py (untracked; it travels).
 # Run: CALL_S=575 bash docs/kernels/tlx_hopper_run47/call_a_script.sh,
 #      carry [".gpu/tools", ".gpu/kernels"], timeout_s 600
@@ -53,4 +54,5 @@ for spec in "free:free_group_split=True" "shift:shift_tail=True"; do
   [ "$gate" = yes ] && flips="$flips ${spec#*:}"
 done
 log "FLIPS=\"${flips# }\""
+chain_put flips "${flips# }"  # call B (and C) read it when issued right after this call
 finish

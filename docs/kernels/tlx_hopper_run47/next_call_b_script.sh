@@ -4,16 +4,22 @@
 # FIELD=True words call A logs; flip_split.py; the tests hold either default), then the shifted
 # tail, the claimed tiles, the local order and the build's cost on every PMA row (forward; off by
 # default, so the A/Bs hold the flipped split tile on both sides). Tables follow in
-# next_call_c_script.sh (TESTED=1 when this call's suite passed and the code did not change).
-# Run: CALL_S=575 FLIPS="..." bash docs/kernels/tlx_hopper_run47/next_call_b_script.sh,
+# next_call_c_script.sh (it knows through the chain whether this call's suite passed on its code).
+# FLIPS unset: the ones call A chained on this machine (none when it did not run here).
+# Run: CALL_S=575 [FLIPS="..."] bash docs/kernels/tlx_hopper_run47/next_call_b_script.sh,
 #      carry [".gpu/tools", ".gpu/kernels"], timeout_s 600
 source benchmarks/device_call.sh
-if [ -n "${FLIPS:-}" ]; then
+if [ -z "${FLIPS+set}" ]; then  # not given: call A's gates, when call A ran on this machine
+  FLIPS=$(chain_get flips) || { log "no FLIPS given and none chained (call A not on this machine): no flips"; FLIPS=""; }
+fi
+log "FLIPS=\"$FLIPS\""
+chain_put flips "$FLIPS"
+if [ -n "$FLIPS" ]; then
   python docs/kernels/tlx_hopper_run47/flip_split.py $FLIPS >> "$OUT/call.log" 2>&1 || { finish; exit; }
   md5sum kernels/*.py > "$OUT/md5_flipped.txt"
 fi
 DEADLINE_SAVE=$DEADLINE; DEADLINE=$(( $(date +%s) + 360 ))  # the suite gets 300 s
-gpu_tests kernels tests/kernels
+gpu_tests kernels tests/kernels && chain_put tested_md5 "$(kernels_md5)"
 DEADLINE=$DEADLINE_SAVE
 export AB_TIMEOUT=70  # six rows of 4 ABBA rounds: ~50 s (run 44)
 for spec in "shift_pma:shift_tail=True" "claim_pma:claim_tiles=True" "local_pma:local_order=True"; do
