@@ -38,6 +38,14 @@ second's in NUM_BUF_KV + i), loaded under one barrier: the producer requests 512
 each key row instead of one head's 256, which the resident schedule otherwise reads from other SMs
 at other times. PAIR_PINGPONG: the pair's groups take turns issuing QK^T as in the ping-pong tile
 (they walk the same blocks), so one's softmax overlaps the other's wgmmas.
+Off-by-default candidates for the short-key PMA forward (session 47, not yet GPU-measured):
+SHIFT_TAIL loads a sequence's partial last K/V block ending at its last key (its first rows are
+the previous block's, masked) instead of reading the next sequence's rows; CLAIM_TILES lets the
+resident CTAs of a (head, q-block) pair claim its batch elements from an atomic counter, the
+producer handing each claimed tile to the consumers through a small shared-memory ring;
+FREE_GROUP gives a split tile to whichever group reaches it first; LOCAL_ORDER has every CTA
+write the batch's schedule itself (`write_schedule`, the build kernel's body) instead of waiting
+for a build kernel.
 KV blocks per tile come from `kv_block_range`, shared by every role; the blocks outside
 `kv_unmasked_range` (block 0 included, unless every real row sees all its keys) run the masked
 softmax, the rest without any mask.
