@@ -1034,7 +1034,8 @@ def test_local_order_changes_no_value(case):
     """FwdConfig.local_order (no build kernel: the CTAs write the schedule themselves where it is
     not cached): against the reference and bit-identical with the default, outside the front
     door's promise (every call writes its own) and inside it, where the first call's schedule is
-    kept, equals `build_schedule`'s entry for entry, and is what the second call reads."""
+    kept, equals `build_schedule`'s entry for entry, and is what the second call reads; and
+    beside the claimed tiles (with the split tile, the free-group rule too)."""
     from kernels import tlx_hopper, tlx_schedule
     from kernels.common import versioned_offsets
 
@@ -1057,6 +1058,17 @@ def test_local_order_changes_no_value(case):
     assert ready and torch.equal(entries, want_entries) and torch.equal(count, want_count)
     for out_l, lse_l in (first, second):
         assert torch.equal(out, out_l) and torch.equal(lse, lse_l)
+    # beside the claimed deal (whose producer reads the entries this CTA wrote), and with the split
+    # tile also under the free-group rule: the run-47 package's bit-identical part
+    combined = [{"claim_tiles": True}]
+    if default.split_tiles:
+        combined.append({"claim_tiles": True, **NO_GROUP_RULE, "free_group_split": True})
+    with persistent_grid(case.grid):
+        for fields in combined:
+            out_c, lse_c = tlx_hopper.forward(q, k, v, q_off, k_off, params,
+                                              config=dataclasses.replace(local, **fields))
+            assert torch.equal(out, out_c) and torch.equal(lse, lse_c), fields
+    assert _claims_buffers_zero()
 
 
 def timeline_cases() -> list[Case]:

@@ -21,6 +21,9 @@ from kernels.common import JFAParams  # noqa: E402
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "launch_pdl")
 N_SM = 132
+# session 47's four candidates on the split tile together (run 47's call A A/Bs this package)
+RUN47_PACKAGE = {**tlx_hopper.SPLIT_TILE_FIELDS, "shift_tail": True, "claim_tiles": True,
+                 "free_group_split": True, "balanced_split": False, "local_order": True}
 
 
 @pytest.fixture
@@ -324,6 +327,27 @@ def test_local_order_launches_no_build(launches, h200, monkeypatch):
                                          r"entries, got resident False, 3 entries"):
         run()
     assert len(launches) == 3
+
+
+def test_run47_package_launches_one_kernel_with_all_four(launches, h200, monkeypatch):
+    """The split tile with session 47's four candidates together (call A's package A/B): one
+    forward launch, no build, every switch reaching the kernel and the claims buffer with them."""
+    from kernels import tlx_schedule
+
+    buffer = torch.zeros(tlx_schedule.CLAIM_SLOTS, dtype=torch.int32)
+    monkeypatch.setattr(tlx_hopper, "_claims", lambda device: buffer)
+    call = _pma_call(128, 4)
+    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
+    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True),
+                              **RUN47_PACKAGE)
+    tlx_schedule.clear_schedule_cache()
+    tlx_hopper.forward(call["query"], call["key"], call["value"], None, call["key_offset"], params,
+                       config=cfg)
+    [(name, _, args)] = launches
+    assert name == "jfa_fwd_kernel" and args["claims"] is buffer and args["SPLIT_TILES"] is True
+    for switch in ("SHIFT_TAIL", "CLAIM_TILES", "FREE_GROUP", "LOCAL_ORDER"):
+        assert args[switch] is True, switch
+    assert args["BALANCED_SPLIT"] is False
 
 
 def test_head_pairs_refused_before_any_launch(launches, h200):

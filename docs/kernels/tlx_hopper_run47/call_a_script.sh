@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepared in session 47 (no machine lent: paused) as the first of the next device calls: the
 # candidates for the last short goal (PMA q128 fill-0.1 forward), behind their GPU tests, A/B'd
-# on that row (4 ABBA rounds, both sides checked against varlen; *_identical says bit-identity):
+# on that row (4 ABBA rounds, both sides checked against varlen; *_identical says bit-identity),
+# the two gated ones twice first, then all four together (session 48: "package"):
 #   free_group_split  a split tile to whichever group reaches it first (session 47)
 #   shift_tail        a partial last K/V block loaded ending at the sequence's last key (session 47)
 #   claim_tiles       the resident CTAs claim their pair's batch elements at run time (session 47)
@@ -23,15 +24,17 @@ gpu_tests new tests/kernels -k "shift_tail or claim or free_group or local_order
   && new_ok=1
 DEADLINE=$DEADLINE_SAVE
 if [ "${new_ok:-0}" = 1 ]; then
-  for spec in "free:free_group_split=True,balanced_split=False" "shift:shift_tail=True" \
-              "claimfree:claim_tiles=True,free_group_split=True,balanced_split=False" \
-              "local:local_order=True" "balanced:balanced_split=True" "claim:claim_tiles=True" \
-              "pairs:head_pairs=True,num_buf_kv=3,balanced_split=False"; do
+  # the gated two first (two A/Bs each), then all four together (can the row reach its goal?),
+  # then the rest
+  FREE="free_group_split=True,balanced_split=False"
+  for spec in "free_1:$FREE" "shift_1:shift_tail=True" "free_2:$FREE" "shift_2:shift_tail=True" \
+              "package_1:shift_tail=True,claim_tiles=True,local_order=True,$FREE" \
+              "claimfree_1:claim_tiles=True,$FREE" "local_1:local_order=True" \
+              "pairs_1:head_pairs=True,num_buf_kv=3,balanced_split=False" \
+              "balanced_1:balanced_split=True" "claim_1:claim_tiles=True"; do
     [ "$(left)" -gt 60 ] || break
-    ab_run "${spec%%:*}_1" tlx_fwd_ab_ratio --only "$ROW" --ab "${spec#*:}"
+    ab_run "${spec%%:*}" tlx_fwd_ab_ratio --only "$ROW" --ab "${spec#*:}"
   done
-  [ "$(left)" -gt 60 ] && ab_run free_2 tlx_fwd_ab_ratio --only "$ROW" --ab "free_group_split=True,balanced_split=False"
-  [ "$(left)" -gt 60 ] && ab_run shift_2 tlx_fwd_ab_ratio --only "$ROW" --ab "shift_tail=True"
 fi
 # what the schedule build costs the row's call: the forward with its schedule cached / built
 [ "$(left)" -gt 60 ] && ab_run cached_1 tlx_fwd_abcached_ratio --only "$ROW" --ab-schedule-cached
