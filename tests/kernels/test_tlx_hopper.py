@@ -1035,7 +1035,7 @@ def test_local_order_changes_no_value(case):
     not cached): against the reference and bit-identical with the default, outside the front
     door's promise (every call writes its own) and inside it, where the first call's schedule is
     kept, equals `build_schedule`'s entry for entry, and is what the second call reads; and
-    beside the claimed tiles (with the split tile, the free-group rule too)."""
+    beside the claimed tiles (with the split tile, the free-group rule or head pairs too)."""
     from kernels import tlx_hopper, tlx_schedule
     from kernels.common import versioned_offsets
 
@@ -1059,10 +1059,13 @@ def test_local_order_changes_no_value(case):
     for out_l, lse_l in (first, second):
         assert torch.equal(out, out_l) and torch.equal(lse, lse_l)
     # beside the claimed deal (whose producer reads the entries this CTA wrote), and with the split
-    # tile also under the free-group rule: the run-47 package's bit-identical part
+    # tile also under the free-group rule or head pairs: the run-47 packages' bit-identical part
     combined = [{"claim_tiles": True}]
     if default.split_tiles:
         combined.append({"claim_tiles": True, **NO_GROUP_RULE, "free_group_split": True})
+        if case.hq == case.hkv and case.hq % 2 == 0:
+            combined.append({"claim_tiles": True, "head_pairs": True, "num_buf_kv": 3,
+                             **NO_GROUP_RULE})
     with persistent_grid(case.grid):
         for fields in combined:
             out_c, lse_c = tlx_hopper.forward(q, k, v, q_off, k_off, params,

@@ -25,12 +25,14 @@ gpu_tests new tests/kernels -k "shift_tail or claim or free_group or local_order
 DEADLINE=$DEADLINE_SAVE
 if [ "${new_ok:-0}" = 1 ]; then
   # the gated two first (two A/Bs each), then all four together (can the row reach its goal?),
-  # then the rest
+  # head pairs alone and with the other three (512 B K/V runs instead of the free group), the rest
   FREE="free_group_split=True,balanced_split=False"
+  PAIRS="head_pairs=True,num_buf_kv=3,balanced_split=False,free_group_split=False"
   for spec in "free_1:$FREE" "shift_1:shift_tail=True" "free_2:$FREE" "shift_2:shift_tail=True" \
               "package_1:shift_tail=True,claim_tiles=True,local_order=True,$FREE" \
+              "pairs_1:$PAIRS" \
+              "package_pairs_1:shift_tail=True,claim_tiles=True,local_order=True,$PAIRS" \
               "claimfree_1:claim_tiles=True,$FREE" "local_1:local_order=True" \
-              "pairs_1:head_pairs=True,num_buf_kv=3,balanced_split=False" \
               "balanced_1:balanced_split=True" "claim_1:claim_tiles=True"; do
     [ "$(left)" -gt 60 ] || break
     ab_run "${spec%%:*}" tlx_fwd_ab_ratio --only "$ROW" --ab "${spec#*:}"
