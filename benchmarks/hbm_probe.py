@@ -193,12 +193,33 @@ def probe(sh: dict) -> list[tuple[str, float, float]]:
     return rows
 
 
+def rows_over_slices(table: str) -> dict[str, float]:
+    """Per shape of a probe table (its markdown), the time of one head's 256 B slices over the
+    time of whole rows at equal parallelism, O written (the `chunks` pair's `+O` rows): above 1,
+    HBM streams whole rows faster, what a forward requesting several heads' rows together
+    (`FwdConfig.head_pairs`, `prefetch_heads`) could gain on its K/V reads."""
+    times: dict[str, dict[str, float]] = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if len(cells) > 4 and cells[2].startswith("chunks of") and cells[2].endswith(" +O"):
+            times.setdefault(cells[1], {})["slices" if "one head" in cells[2] else "rows"] = float(cells[3])
+    return {shape: t["slices"] / t["rows"] for shape, t in times.items() if len(t) == 2}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="PMA",
                     help="tlx_hopper_bench shape name substrings (PMA shapes only)")
     ap.add_argument("--out", default="", help="write the markdown table here too")
+    ap.add_argument("--rows-over-slices", default="", metavar="TABLE",
+                    help="print `rows_over_slices` of a table this probe wrote (one line per shape: "
+                         "name, ratio) and exit")
     args = ap.parse_args()
+    if args.rows_over_slices:
+        with open(args.rows_over_slices) as f:
+            for shape, ratio in rows_over_slices(f.read()).items():
+                print(f"{shape}\t{ratio:.3f}")
+        return
     lines = [f"GPU: {torch.cuda.get_device_name()}; command: python -m benchmarks.hbm_probe "
              f"--only {args.only!r}", "",
              "| shape | method | ms | GB | TB/s |", "|---|---|--:|--:|--:|"]

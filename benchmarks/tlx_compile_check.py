@@ -98,6 +98,10 @@ def fwd_variants(overrides: dict | None = None):
                                window, bcast, q_len)
                     yield (name + " split local", dataclasses.replace(split, local_order=True), d,
                            dt, causal, window, bcast, q_len)
+                    # the other heads' rows prefetched with a head's own (FwdConfig.prefetch_heads,
+                    # four heads: one CTA's prefetches complete each row)
+                    yield (name + " split prefetch", dataclasses.replace(split, prefetch_heads=3), d,
+                           dt, causal, window, bcast, q_len)
                 elif not cfg.claim_tiles:
                     # the ping-pong tile with claimed tiles (resident at the bench's shapes)
                     yield (name + " claim", dataclasses.replace(cfg, claim_tiles=True), d, dt,
@@ -105,6 +109,11 @@ def fwd_variants(overrides: dict | None = None):
                 if not split.split_tiles and not cfg.local_order:
                     # the CTAs writing their schedule themselves (FwdConfig.local_order)
                     yield (name + " local", dataclasses.replace(cfg, local_order=True), d, dt,
+                           causal, window, bcast, q_len)
+                if not split.split_tiles and not cfg.prefetch_heads:
+                    # the ping-pong tile's CTAs prefetching the other heads' rows (PMA q192's
+                    # three heads: FwdConfig.prefetch_heads 2)
+                    yield (name + " prefetch", dataclasses.replace(cfg, prefetch_heads=2), d, dt,
                            causal, window, bcast, q_len)
 
 

@@ -223,6 +223,15 @@ class FwdConfig:
     # 768-entry build takes ~7 us of device time, which the forward waits for (its PDL wait).
     # O and LSE bit-identical (the same schedule)
     local_order: bool = False
+    # the resident broadcast forward with Hq == Hkv, one head per tile: the CTAs of every
+    # (prefetch_heads + 1)-th head also prefetch into L2 (TMA prefetches, no shared memory) the
+    # same K/V rows of the next prefetch_heads heads as they load their own, so DRAM is asked for
+    # whole rows at once (1 KB at four heads of D = 128) instead of one head's 256 B slice from
+    # each head's CTA at slightly different times; those CTAs walk the same batch elements in the
+    # same order (the static deal is the same for every pair) and find their slices in L2. For
+    # the q128 fill-0.1 forward if HBM streams whole rows faster than slices (`benchmarks.
+    # hbm_probe`'s chunk programs). O and LSE bit-identical
+    prefetch_heads: int = 0
 
     @property
     def block_m(self) -> int:
@@ -369,6 +378,7 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
     _check_count(cfg, "tile_window", 0, "0: one sequence's blocks")
     if not isinstance(cfg, BwdConfig):
         _check_count(cfg, "split_tile_cost", 0, "K/V blocks")
+        _check_count(cfg, "prefetch_heads", 0, "heads whose K/V rows a CTA prefetches")
         return
     _check_count(cfg, "pma_buf_k", 1, "ring slots")
     _check_count(cfg, "pma_buf_v", 1, "ring slots")
@@ -495,6 +505,7 @@ def fwd_constexprs(cfg: FwdConfig, head_dim: int, causal: bool, has_window: bool
         BALANCED_SPLIT=cfg.balanced_split,
         SPLIT_TILE_COST=cfg.split_tile_cost if cfg.balanced_split else 0,  # one build without it
         SHIFT_TAIL=cfg.shift_tail, CLAIM_TILES=cfg.claim_tiles, FREE_GROUP=cfg.free_group_split,
+        PREFETCH_HEADS=cfg.prefetch_heads,
         LOCAL_ORDER=entries > 0, ORDER_BLOCK=block, ORDER_FIELDS=schedule_fields(block) if block else 0,
         ORDER_FIELD_BITS=block.bit_length(), TIMELINE=timeline)
 
@@ -571,6 +582,12 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
     if cfg.claim_tiles and pairs >= CLAIM_SLOTS:  # one counter per pair, then the done count
         raise ValueError(f"tlx FwdConfig: claim_tiles needs fewer than {CLAIM_SLOTS} (head, q-block) "
                          f"pairs (the claims buffer's counters), got {pairs}")
+    if cfg.prefetch_heads and not (resident and hq == hkv and hq % (cfg.prefetch_heads + 1) == 0
+                                   and not cfg.head_pairs):
+        raise ValueError(f"tlx FwdConfig: prefetch_heads needs the resident mode (broadcast_q with heads "
+                         f"* q-blocks <= CTAs), one query head per key head, no head_pairs and heads a "
+                         f"multiple of prefetch_heads + 1, got resident {resident}, {hq} query / {hkv} "
+                         f"key heads, head_pairs {cfg.head_pairs}, prefetch_heads {cfg.prefetch_heads}")
     ctas_per_pair = n_prog // pairs if resident else 1
     if resident:
         n_prog = pairs * ctas_per_pair

@@ -45,7 +45,8 @@ resident CTAs of a (head, q-block) pair claim its batch elements from an atomic 
 producer handing each claimed tile to the consumers through a small shared-memory ring;
 FREE_GROUP gives a split tile to whichever group reaches it first; LOCAL_ORDER has every CTA
 write the batch's schedule itself (`write_schedule`, the build kernel's body) instead of waiting
-for a build kernel.
+for a build kernel. PREFETCH_HEADS (session 48) has the CTAs of every few heads prefetch the other
+heads' K/V slices of the rows they load into L2, so DRAM sees whole rows requested together.
 KV blocks per tile come from `kv_block_range`, shared by every role; the blocks outside
 `kv_unmasked_range` (block 0 included, unless every real row sees all its keys) run the masked
 softmax, the rest without any mask.
@@ -331,22 +332,27 @@ def _kv_block_start(lo, j, klen, BLOCK_N: tl.constexpr, SHIFT_TAIL: tl.constexpr
 
 @triton.jit
 def _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, cnt,
-                   row, col, HEAD_DIM: tl.constexpr, NUM_BUF_KV: tl.constexpr,
-                   KV_BYTES: tl.constexpr, KV_HEADS: tl.constexpr):
+                   row, col, prefetcher, HEAD_DIM: tl.constexpr, NUM_BUF_KV: tl.constexpr,
+                   KV_BYTES: tl.constexpr, KV_HEADS: tl.constexpr, PREFETCH_HEADS: tl.constexpr):
     """The producer's turn cnt of the K/V ring: K and V rows row.. of KV_HEADS adjacent heads from
     column col, head g into tile g * NUM_BUF_KV + slot, once the consumers gave the slot back
-    (HEAD_PAIRS: KV_HEADS = 2, a head pair's rows requested together under one barrier)."""
+    (HEAD_PAIRS: KV_HEADS = 2, a head pair's rows requested together under one barrier).
+    PREFETCH_HEADS (where prefetcher): the same rows of the next PREFETCH_HEADS heads into L2."""
     kv_idx, kv_phase = _bufidx_phase(cnt, NUM_BUF_KV)
     tlx.barrier_wait(k_empties[kv_idx], kv_phase ^ 1)
     tlx.barrier_expect_bytes(k_fulls[kv_idx], KV_HEADS * KV_BYTES)
     for g in tl.static_range(KV_HEADS):
         tlx.async_descriptor_load(desc_k, k_tiles[g * NUM_BUF_KV + kv_idx],
                                   [row, col + g * HEAD_DIM], k_fulls[kv_idx])
+    for g in tl.static_range(KV_HEADS, KV_HEADS + PREFETCH_HEADS):
+        tlx.async_descriptor_prefetch_tensor(desc_k, [row, col + g * HEAD_DIM], pred=prefetcher)
     tlx.barrier_wait(v_empties[kv_idx], kv_phase ^ 1)
     tlx.barrier_expect_bytes(v_fulls[kv_idx], KV_HEADS * KV_BYTES)
     for g in tl.static_range(KV_HEADS):
         tlx.async_descriptor_load(desc_v, v_tiles[g * NUM_BUF_KV + kv_idx],
                                   [row, col + g * HEAD_DIM], v_fulls[kv_idx])
+    for g in tl.static_range(KV_HEADS, KV_HEADS + PREFETCH_HEADS):
+        tlx.async_descriptor_prefetch_tensor(desc_v, [row, col + g * HEAD_DIM], pred=prefetcher)
 
 
 @triton.jit
@@ -366,10 +372,11 @@ def _produce_tile(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls, q_
                   BLOCK_N: tl.constexpr, NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr,
                   TILE_GROUPS: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
                   Q_BYTES: tl.constexpr, KV_BYTES: tl.constexpr, HEAD_PAIRS: tl.constexpr,
-                  SHIFT_TAIL: tl.constexpr):
+                  SHIFT_TAIL: tl.constexpr, PREFETCH_HEADS: tl.constexpr):
     """The producer's loads of one tile: its Q slices (once per q-block while it stays resident;
-    HEAD_PAIRS: both heads' whole q-blocks, h the pair), then its K/V blocks. Returns (cnt_kv,
-    cnt_q, last_q)."""
+    HEAD_PAIRS: both heads' whole q-blocks, h the pair), then its K/V blocks (PREFETCH_HEADS: the
+    CTAs of every (PREFETCH_HEADS + 1)-th head also prefetch the next heads' slices of the rows).
+    Returns (cnt_kv, cnt_q, last_q)."""
     m0 = mb * BLOCK_M
     lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW, BLOCK_M, BLOCK_N)
     if nblk > 0:
@@ -385,11 +392,13 @@ def _produce_tile(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls, q_
             cnt_q += 1
             last_q = q_key
         kv_col = (h * 2 if HEAD_PAIRS else h // G) * HEAD_DIM  # HEAD_PAIRS: G == 1
+        prefetcher = h % (PREFETCH_HEADS + 1) == 0  # PREFETCH_HEADS: G == 1
         for j in range(0, nblk):
             _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
                            v_empties, cnt_kv,
                            kv_row0 + _kv_block_start(lo, j, klen, BLOCK_N, SHIFT_TAIL),
-                           kv_col, HEAD_DIM, NUM_BUF_KV, KV_BYTES, 2 if HEAD_PAIRS else 1)
+                           kv_col, prefetcher, HEAD_DIM, NUM_BUF_KV, KV_BYTES,
+                           2 if HEAD_PAIRS else 1, PREFETCH_HEADS)
             cnt_kv += 1
     return cnt_kv, cnt_q, last_q
 
@@ -404,7 +413,8 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                            CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
                            BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr,
                            Q_BYTES: tl.constexpr, KV_BYTES: tl.constexpr,
-                           HEAD_PAIRS: tl.constexpr, SHIFT_TAIL: tl.constexpr):
+                           HEAD_PAIRS: tl.constexpr, SHIFT_TAIL: tl.constexpr,
+                           PREFETCH_HEADS: tl.constexpr):
     """The producer over the static schedule: the CTA's tiles in order (`tile_at`)."""
     cnt_kv = 0
     cnt_q = 0
@@ -426,7 +436,7 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                 desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls, q_empties, k_fulls,
                 k_empties, v_fulls, v_empties, cnt_kv, cnt_q, last_q, h, mb, q_row0, qlen, kv_row0,
                 klen, window, H, G, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, TILE_GROUPS,
-                CAUSAL, HAS_WINDOW, Q_BYTES, KV_BYTES, HEAD_PAIRS, SHIFT_TAIL)
+                CAUSAL, HAS_WINDOW, Q_BYTES, KV_BYTES, HEAD_PAIRS, SHIFT_TAIL, PREFETCH_HEADS)
         valid, b, h, mb = n_valid, n_b, n_h, n_mb
         q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
         n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb
@@ -468,7 +478,7 @@ def _produce_claimed_tiles(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                            TILE_GROUPS: tl.constexpr, CAUSAL: tl.constexpr,
                            HAS_WINDOW: tl.constexpr, Q_BYTES: tl.constexpr,
                            KV_BYTES: tl.constexpr, HEAD_PAIRS: tl.constexpr,
-                           SHIFT_TAIL: tl.constexpr):
+                           SHIFT_TAIL: tl.constexpr, PREFETCH_HEADS: tl.constexpr):
     """CLAIM_TILES (resident broadcast Q): the producer claims its pair's tiles at run time, each
     handed to the consumers through the tile ring before its loads, then a -1 that ends their
     loops. A claim waits for its atomic's answer, so the claims run three tiles ahead of the loads
@@ -498,7 +508,7 @@ def _produce_claimed_tiles(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                 desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls, q_empties, k_fulls,
                 k_empties, v_fulls, v_empties, cnt_kv, cnt_q, last_q, h, mb, q_row0, qlen, kv_row0,
                 klen, window, H, G, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, TILE_GROUPS,
-                CAUSAL, HAS_WINDOW, Q_BYTES, KV_BYTES, HEAD_PAIRS, SHIFT_TAIL)
+                CAUSAL, HAS_WINDOW, Q_BYTES, KV_BYTES, HEAD_PAIRS, SHIFT_TAIL, PREFETCH_HEADS)
         more = valid
         cnt_t += 1
         valid, b = n_valid, n_b
@@ -742,7 +752,7 @@ def jfa_fwd_kernel(
     FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, HEAD_PAIRS: tl.constexpr,
     PAIR_PINGPONG: tl.constexpr, BALANCED_SPLIT: tl.constexpr, SPLIT_TILE_COST: tl.constexpr,
     SHIFT_TAIL: tl.constexpr, CLAIM_TILES: tl.constexpr, FREE_GROUP: tl.constexpr,
-    LOCAL_ORDER: tl.constexpr, ORDER_BLOCK: tl.constexpr, ORDER_FIELDS: tl.constexpr,
+    PREFETCH_HEADS: tl.constexpr, LOCAL_ORDER: tl.constexpr, ORDER_BLOCK: tl.constexpr, ORDER_FIELDS: tl.constexpr,
     ORDER_FIELD_BITS: tl.constexpr, TIMELINE: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -773,6 +783,10 @@ def jfa_fwd_kernel(
     # FREE_GROUP: a split tile goes to whichever group reaches it first (`_taken_by_other`)
     tl.static_assert(not FREE_GROUP or (SPLIT_TILES and NUM_GROUPS == 2 and not HEAD_PAIRS
                                         and not BALANCED_SPLIT))
+    # PREFETCH_HEADS (resident broadcast Q, Hq == Hkv, one head per tile): the CTAs of every
+    # (PREFETCH_HEADS + 1)-th head prefetch the next heads' K/V slices of the rows they load, which
+    # those heads' CTAs, walking the same elements in the same order, then read from L2
+    tl.static_assert(PREFETCH_HEADS == 0 or (RESIDENT and BROADCAST_Q and not HEAD_PAIRS))
     dtype: tl.constexpr = tlx.dtype_of(desc_k)
     ELEM_BYTES: tl.constexpr = tlx.size_of(dtype)
     Q_BYTES: tl.constexpr = ELEM_BYTES * Q_ROWS * HEAD_DIM
@@ -856,7 +870,7 @@ def jfa_fwd_kernel(
                                        H_TILES, G, ctas_per_pair, k_off, q_len, window, HEAD_DIM,
                                        BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, NUM_BUF_T,
                                        TILE_GROUPS, CAUSAL, HAS_WINDOW, Q_BYTES, KV_BYTES,
-                                       HEAD_PAIRS, SHIFT_TAIL)
+                                       HEAD_PAIRS, SHIFT_TAIL, PREFETCH_HEADS)
             else:
                 _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls,
                                        q_empties, k_fulls, k_empties, v_fulls, v_empties, n_iter,
@@ -864,7 +878,8 @@ def jfa_fwd_kernel(
                                        ctas_per_pair, tile_window, q_off, k_off, q_len, window,
                                        HEAD_DIM, BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV,
                                        TILE_GROUPS, CAUSAL, HAS_WINDOW, BROADCAST_Q, RESIDENT,
-                                       Q_BYTES, KV_BYTES, HEAD_PAIRS, SHIFT_TAIL)
+                                       Q_BYTES, KV_BYTES, HEAD_PAIRS, SHIFT_TAIL,
+                                       PREFETCH_HEADS)
 
         # ---- consumers: QK^T, online softmax, PV, epilogue -------------------------------
         with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=NUM_GROUPS):

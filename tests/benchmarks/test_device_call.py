@@ -211,6 +211,7 @@ def _run47_call(tmp_path: Path, name: str, summary: str, env: dict[str, str] | N
         bench = tmp_path / "tree/benchmarks/tlx_hopper_bench.py"
         bench.parent.mkdir(parents=True)
         bench.write_text(FAKE_BENCH_ANY)
+        (tmp_path / "tree/benchmarks/hbm_probe.py").write_text(FAKE_HBM_PROBE)
     _next_call(tmp_path)
     put_stubs()
     return run_call(tmp_path, summary, "", call_s=575, script=(RUN47 / name).read_text(), env=env)
@@ -221,6 +222,14 @@ out = sys.argv[sys.argv.index("--out") + 1]
 row = {"name": "PMA q128 fill0.1", "varlen_fwdbwd_ms_per_tlx": 2.0, "varlen_fwd_ms_per_tlx": 1.5,
        "tlx_fwd_ab_ratio": 0.97, "tlx_fwd_abcached_ratio": 0.95}
 open(out, "w").write(json.dumps(row) + "\\n")
+"""
+
+
+FAKE_HBM_PROBE = """import sys
+if "--rows-over-slices" in sys.argv:
+    print("PMA q128 fill0.1\\t1.150")
+else:
+    open(sys.argv[sys.argv.index("--out") + 1], "w").write("| PMA q128 fill0.1 | ... |\\n")
 """
 
 
@@ -264,6 +273,8 @@ def test_run47_call_b_without_call_a_on_the_machine_flips_nothing(tmp_path):
     assert res.returncode == 0, res.stderr
     assert "none chained (call A not on this machine): no flips" in res.stdout
     assert 'FLIPS=""' in res.stdout and "flipped" not in res.stdout
+    assert "hbm_probe rc=0" in res.stdout and "rows over slices: 1.150" in res.stdout
+    assert (tmp_path / "chain/rows_gain").read_text() == "1.150"  # for call C
     with tarfile.open(out / "r.tgz") as tar:
         assert "md5_flipped.txt" not in {Path(n).name for n in tar.getnames()}
 
@@ -276,3 +287,16 @@ def test_run47_call_a_chains_the_flips_its_gates_pass_to_call_b(tmp_path):
     res, _ = _run47_call(tmp_path, "next_call_b_script.sh", "900 passed in 200.0s")
     assert res.returncode == 0, res.stderr
     assert "flipped ['free_group_split=True', 'shift_tail=True']" in (tmp_path / "out/call.log").read_text()
+
+
+@pytest.mark.parametrize("gain,runs", [("1.150", True), ("1.020", False), (None, False)])
+def test_run47_call_c_ab_tests_prefetched_heads_only_where_call_b_found_rows_faster(tmp_path, gain, runs):
+    (tmp_path / "chain").mkdir()
+    if gain is not None:
+        (tmp_path / "chain/rows_gain").write_text(gain)
+    res, _ = _run47_call(tmp_path, "next_call_c_script.sh", "900 passed in 200.0s", env={"TESTED": "1"})
+    assert res.returncode == 0, res.stderr
+    assert f"rows over slices (call B): {gain or 0}" in res.stdout
+    assert ("ab prefetch_1 rc=0 [0.97]" in res.stdout) == runs
+    assert ("ab prefetch_2 rc=0 [0.97]" in res.stdout) == runs
+    assert "table bench47 1 rc=0" in res.stdout

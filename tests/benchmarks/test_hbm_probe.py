@@ -82,3 +82,19 @@ def test_chunk_programs_read_their_stretch_and_write_o(heads: int, rows_per: int
     _chunk_kernel[(sink.numel(),)](k, v, off, out, sink, q_len, n_chunks, H=H, HEADS=heads, D=D,
                                    ROWS=rows_per, WRITE_O=True)
     assert not out.isnan().any()  # every O row of every head written, none past q_len (no error)
+
+
+def test_rows_over_slices_reads_the_chunk_pair_with_o_per_shape() -> None:
+    from benchmarks.hbm_probe import rows_over_slices
+
+    table = "\n".join([
+        "GPU: x; command: python -m benchmarks.hbm_probe --only 'PMA'", "",
+        "| shape | method | ms | GB | TB/s |", "|---|---|--:|--:|--:|",
+        "| PMA q128 fill0.1 | flat | 0.0400 | 0.162 | 4.05 |",
+        "| PMA q128 fill0.1 | chunks of one head, 64 rows | 0.0600 | 0.162 | 2.70 |",
+        "| PMA q128 fill0.1 | chunks of one head, 64 rows +O | 0.0900 | 0.263 | 2.92 |",
+        "| PMA q128 fill0.1 | chunks of all heads, 16 rows | 0.0500 | 0.162 | 3.24 |",
+        "| PMA q128 fill0.1 | chunks of all heads, 16 rows +O | 0.0800 | 0.263 | 3.29 |",
+        "| PMA q192 fill0.1 | elem-major +O | 0.1000 | 0.300 | 3.00 |",  # no chunk rows (H = 3)
+    ])
+    assert rows_over_slices(table) == {"PMA q128 fill0.1": 0.09 / 0.08}

@@ -1074,6 +1074,56 @@ def test_local_order_changes_no_value(case):
     assert _claims_buffers_zero()
 
 
+def prefetch_cases() -> list[Case]:
+    """Resident broadcast calls with one query head per key head, where `FwdConfig.prefetch_heads`
+    runs: the claim cases without GQA (the split tile's two-head cases: lengths around its
+    blocks, sequences without keys, one-key sequences, a grid of 3, skewed lengths; q192's three
+    heads in ping-pong, q_len 100, causal, D=64, long keys, more CTAs than elements) and the split
+    tile with four heads (fp16)."""
+    return [c for c in claim_cases() if c.hq == c.hkv] + [Case("bcast", 120, 128, 150, 4, 4, 128,
+                                                               "fp16")]
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", prefetch_cases(), ids=lambda c: c.name)
+def test_prefetched_heads_change_no_value(case):
+    """FwdConfig.prefetch_heads (the CTAs of every few heads prefetch the next heads' K/V rows into
+    L2 beside their own loads): against the reference and bit-identical with the default for every
+    count the heads allow, and beside the claimed tiles (whose heads' CTAs do not walk in step)."""
+    from kernels import tlx_hopper
+
+    inputs = make_inputs(case, zlib.crc32(case.name.encode()))
+    counts = [n for n in range(1, case.hq) if case.hq % (n + 1) == 0]
+    res = check_forward(case, inputs=inputs, overrides={"prefetch_heads": counts[-1]})
+    assert res["ok"], res
+    q, k, v, q_off, k_off, _, _ = inputs
+    params = _params(case, 1 / math.sqrt(case.d))
+    with persistent_grid(case.grid):
+        default = tlx_hopper.call_fwd_config(q, k, k_off, params)
+        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
+        variants = [{"prefetch_heads": n} for n in counts]
+        variants.append({"prefetch_heads": counts[-1], "claim_tiles": True})
+        for fields in variants:
+            out_p, lse_p = tlx_hopper.forward(q, k, v, q_off, k_off, params,
+                                              config=dataclasses.replace(default, **fields))
+            assert torch.equal(out, out_p) and torch.equal(lse, lse_p), fields
+    assert _claims_buffers_zero()
+
+
+@pytest.mark.gpu
+def test_prefetch_heads_refused_outside_its_rule():
+    """prefetch_heads is refused with its rule for GQA, a head count that is not a multiple of
+    prefetch_heads + 1, self-attention (no resident mode) and beside head pairs."""
+    rule = "prefetch_heads needs the resident mode"
+    pairs = {"prefetch_heads": 1, "head_pairs": True, "num_buf_kv": 3, **NO_GROUP_RULE}
+    for case, fields in ((Case("bcast", 60, 192, 260, 2, 1), {"prefetch_heads": 1}),
+                         (Case("bcast", 100, 192, 300, 3, 3), {"prefetch_heads": 1}),
+                         (Case("self", 20, 100, 100), {"prefetch_heads": 1}),
+                         (Case("bcast", 200, 128, 200, 2, 2), pairs)):
+        _assert_refused(case, fields, rule)
+
+
 def timeline_cases() -> list[Case]:
     """Broadcast calls whose every tile record is predictable: the split tile (one record per tile;
     a grid of 3 walking ~200 tiles each), three groups in ping-pong (q192: one record per group

@@ -350,6 +350,29 @@ def test_run47_package_launches_one_kernel_with_all_four(launches, h200, monkeyp
     assert args["BALANCED_SPLIT"] is False
 
 
+def test_prefetch_heads_launch_and_rule(launches, h200):
+    """prefetch_heads reaches the kernel as PREFETCH_HEADS (the split tile, four heads, one CTA's
+    prefetches completing each row); with GQA, or a head count that is not a multiple of
+    prefetch_heads + 1, the rule before any launch."""
+    call = _pma_call(128, 4)
+    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
+    split = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True),
+                                **tlx_hopper.SPLIT_TILE_FIELDS)
+    run = lambda cfg, key, value: tlx_hopper.forward(  # noqa: E731
+        call["query"], key, value, None, call["key_offset"], params, config=cfg)
+    run(dataclasses.replace(split, prefetch_heads=3), call["key"], call["value"])
+    [(_, _, args)] = launches
+    assert args["PREFETCH_HEADS"] == 3 and args["SPLIT_TILES"] is True
+    key, value = call["key"][:, :2].contiguous(), call["value"][:, :2].contiguous()
+    for cfg, k, v, got in ((dataclasses.replace(split, prefetch_heads=1), key, value, "4 query / 2 key"),
+                           (dataclasses.replace(split, prefetch_heads=2), call["key"], call["value"],
+                            "4 query / 4 key")):
+        with pytest.raises(ValueError, match=f"prefetch_heads needs the resident mode .* got resident "
+                                             f"True, {got} heads, head_pairs False"):
+            run(cfg, k, v)
+    assert len(launches) == 1
+
+
 def test_head_pairs_refused_before_any_launch(launches, h200):
     """GQA with head_pairs: the rule, and nothing launched."""
     call = _pma_call(128, 4)
