@@ -300,3 +300,19 @@ def test_run47_call_c_ab_tests_prefetched_heads_only_where_call_b_found_rows_fas
     assert ("ab prefetch_1 rc=0 [0.97]" in res.stdout) == runs
     assert ("ab prefetch_2 rc=0 [0.97]" in res.stdout) == runs
     assert "table bench47 1 rc=0" in res.stdout
+
+
+def test_run47_calls_a_b_c_back_to_back_on_one_machine(tmp_path):
+    """The three calls in one message: B and C run call A's flips, C times the tables without the
+    suite B passed on the same kernels and A/Bs prefetched heads after B's probe found rows
+    faster (the stubs' 1.150)."""
+    outs = []
+    for name in ("call_a_script.sh", "next_call_b_script.sh", "next_call_c_script.sh"):
+        res, _ = _run47_call(tmp_path, name, "900 passed in 200.0s")
+        assert res.returncode == 0, (name, res.stderr)
+        outs.append(res.stdout)
+    a, b, c = outs
+    assert 'FLIPS="free_group_split=True shift_tail=True"' in a
+    assert 'FLIPS="free_group_split=True shift_tail=True"' in b and "kernels tests rc=0" in b
+    assert 'FLIPS="free_group_split=True shift_tail=True"' in c and "TESTED=1" in c
+    assert "ab prefetch_1 rc=0" in c and "table bench47 3 rc=0" in c and "kernels tests" not in c
