@@ -339,20 +339,25 @@ def _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls
     (HEAD_PAIRS: KV_HEADS = 2, a head pair's rows requested together under one barrier).
     PREFETCH_HEADS (where prefetcher): the same rows of the next PREFETCH_HEADS heads into L2."""
     kv_idx, kv_phase = _bufidx_phase(cnt, NUM_BUF_KV)
-    tlx.barrier_wait(k_empties[kv_idx], kv_phase ^ 1)
-    tlx.barrier_expect_bytes(k_fulls[kv_idx], KV_HEADS * KV_BYTES)
+    _load_ring_slot(desc_k, k_tiles, k_fulls, k_empties, kv_idx, kv_phase, row, col, prefetcher,
+                    HEAD_DIM, NUM_BUF_KV, KV_BYTES, KV_HEADS, PREFETCH_HEADS)
+    _load_ring_slot(desc_v, v_tiles, v_fulls, v_empties, kv_idx, kv_phase, row, col, prefetcher,
+                    HEAD_DIM, NUM_BUF_KV, KV_BYTES, KV_HEADS, PREFETCH_HEADS)
+
+
+@triton.jit
+def _load_ring_slot(desc, tiles, fulls, empties, idx, phase, row, col, prefetcher,
+                    HEAD_DIM: tl.constexpr, NUM_BUF_KV: tl.constexpr, KV_BYTES: tl.constexpr,
+                    KV_HEADS: tl.constexpr, PREFETCH_HEADS: tl.constexpr):
+    """One tensor's (K's or V's) part of `_load_kv_block`: its slot idx once free, its heads' rows
+    loaded under the slot's full barrier, the next heads' rows prefetched (PREFETCH_HEADS)."""
+    tlx.barrier_wait(empties[idx], phase ^ 1)
+    tlx.barrier_expect_bytes(fulls[idx], KV_HEADS * KV_BYTES)
     for g in tl.static_range(KV_HEADS):
-        tlx.async_descriptor_load(desc_k, k_tiles[g * NUM_BUF_KV + kv_idx],
-                                  [row, col + g * HEAD_DIM], k_fulls[kv_idx])
+        tlx.async_descriptor_load(desc, tiles[g * NUM_BUF_KV + idx], [row, col + g * HEAD_DIM],
+                                  fulls[idx])
     for g in tl.static_range(KV_HEADS, KV_HEADS + PREFETCH_HEADS):
-        tlx.async_descriptor_prefetch_tensor(desc_k, [row, col + g * HEAD_DIM], pred=prefetcher)
-    tlx.barrier_wait(v_empties[kv_idx], kv_phase ^ 1)
-    tlx.barrier_expect_bytes(v_fulls[kv_idx], KV_HEADS * KV_BYTES)
-    for g in tl.static_range(KV_HEADS):
-        tlx.async_descriptor_load(desc_v, v_tiles[g * NUM_BUF_KV + kv_idx],
-                                  [row, col + g * HEAD_DIM], v_fulls[kv_idx])
-    for g in tl.static_range(KV_HEADS, KV_HEADS + PREFETCH_HEADS):
-        tlx.async_descriptor_prefetch_tensor(desc_v, [row, col + g * HEAD_DIM], pred=prefetcher)
+        tlx.async_descriptor_prefetch_tensor(desc, [row, col + g * HEAD_DIM], pred=prefetcher)
 
 
 @triton.jit
