@@ -1,17 +1,20 @@
 """Cross-compile the TLX Hopper kernels for sm_90 without a GPU and report resources.
 
     /work/venv-tlx/bin/python -m benchmarks.tlx_compile_check [--dump DIR] [--only SUBSTR] [--timeline]
-        [--bound VARIANT]
+        [--bound VARIANT] [--exact] [--json]
 
 Needs fbtriton (Triton + TLX) importable; no GPU needed. For each variant prints registers, spills,
 shared memory, and counts of wgmma / TMA / mbarrier-wait / named-barrier instructions in the PTX, so a
-variant that lost its wgmma (or gained spills) shows before any device time is spent.
+variant that lost its wgmma (or gained spills) shows before any device time is spent. --exact takes
+--only as ';'-separated whole variant names; --json prints one JSON object per variant instead
+(`tests/benchmarks/test_tlx_compile_check.py` holds the benchmark rows' kernels to their budgets).
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import time
 
@@ -254,9 +257,16 @@ def compile_bwd(kern, d, causal, window, bcast, dt="bf16", q_len=128, overrides:
     return _compile(fn, sig, const)
 
 
-def report(name, k, dump=None):
+def report(name, k, dump=None, as_json=False):
     ptx = k.asm["ptx"]
     regs, stack, _, local, spill, n_sass, sass = _resources(k)
+    if as_json:
+        stores, loads = spill.split("/")
+        print(json.dumps(dict(name=name, regs=int(regs), spill_stores=int(stores),
+                              spill_loads=int(loads), smem=k.metadata.shared, sass=n_sass,
+                              hgmma=sass.count("HGMMA"),
+                              full_waits=sass.count("WARPGROUP.DEPBAR.LE gsb0, 0x0"))), flush=True)
+        return
     counts = " ".join(f"{w.split('.')[0] if w != 'wgmma.mma_async' else 'wgmma'}="
                       f"{ptx.count(w)}" for w in PTX_WORDS if ptx.count(w))
     # ptxas serialises every wgmma of a kernel when one accumulator is redefined while in flight
@@ -289,7 +299,12 @@ def main():
                     help="the forward's diagnostic build writing tlx_timeline's stamps")
     ap.add_argument("--bound", metavar="VARIANT",
                     help="a timing-only forward of benchmarks.tlx_fwd_bound (nomath, nostore)")
+    ap.add_argument("--exact", action="store_true",
+                    help="--only is a ';'-separated list of whole variant names")
+    ap.add_argument("--json", action="store_true", help="one JSON object per variant")
     args = ap.parse_args()
+    names = set(args.only.split(";")) if args.exact else None
+    wanted = (lambda name: name in names) if args.exact else (lambda name: args.only in name)
     global ALIGNED_PTRS
     ALIGNED_PTRS = not args.unaligned
     failed = 0
@@ -304,7 +319,7 @@ def main():
 
             kernel = variant_kernel(args.bound)
         for name, cfg, d, dt, causal, window, bcast, q_len in fwd_variants(overrides):
-            if args.only not in name:
+            if not wanted(name):
                 continue
             t = time.time()
             try:
@@ -313,14 +328,14 @@ def main():
                 failed += 1
                 print(f"{name}: FAILED {type(exc).__name__}: {str(exc)[:2000]}", flush=True)
                 continue
-            report(f"{name} ({time.time() - t:.1f}s)", k, args.dump)
+            report(name if args.json else f"{name} ({time.time() - t:.1f}s)", k, args.dump, args.json)
     else:
         from benchmarks.tlx_hopper_bench import parse_overrides
         from kernels.tlx_hopper import BwdConfig
 
         overrides = parse_overrides(args.bwd_config, BwdConfig, "--bwd-config")
         for name, kern, d, causal, window, bcast, q_len in bwd_variants():
-            if args.only not in name:
+            if not wanted(name):
                 continue
             t = time.time()
             try:
@@ -329,7 +344,7 @@ def main():
                 failed += 1
                 print(f"{name}: FAILED {type(exc).__name__}: {str(exc)[:3000]}", flush=True)
                 continue
-            report(f"{name} ({time.time() - t:.1f}s)", k, args.dump)
+            report(name if args.json else f"{name} ({time.time() - t:.1f}s)", k, args.dump, args.json)
     raise SystemExit(1 if failed else 0)
 
 
