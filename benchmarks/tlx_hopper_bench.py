@@ -42,8 +42,11 @@ runs the L2 flush before it. A diagnostic: the issue's targets are eager calls.
 
 Each row also records, per timing in call order, the cudaMalloc calls inside its window
 (`timed_mallocs`) and the host µs per call of the timed function ([10th percentile, median],
-`timed_host_us`): a sample whose host cost per call approaches the device's time per do_bench
-iteration (the L2 flush plus the call) is host-stalled, not slow on the device.
+`timed_host_us`), each timing's median (`timed_ms`), the L2 flush's device µs (`flush_us`) and per
+timing the device's µs per do_bench iteration (flush plus call) less the host's median µs per call
+(`timed_host_slack_us`): a slack of ~15 µs or less (do_bench's own host work per iteration) marks
+a host-stalled sample, one that timed the host rather than the device (the summary table's
+`slack` column: the row's smallest).
 
 Every timed call first runs back to back for --settle-ms (300) ms, so tlx, varlen and the tutorial
 are all timed at the clocks of a sustained load (the H200 holds its 700 W limit by lowering the SM
@@ -183,6 +186,38 @@ TIMED_MALLOCS: list[int] = []
 # call's host cost exceeds the device's time per iteration (its L2 flush plus the call): the
 # fill-0.1 rows' "host-stalled" samples (runs 41-44) are told apart by this record.
 TIMED_HOST_US: list[list[float]] = []
+# each `bench`'s median ms, in call order (beside TIMED_HOST_US)
+TIMED_MS: list[float] = []
+# device µs of do_bench's L2 flush (zeroing its 256 MB), measured once per process (`flush_us`)
+_FLUSH_US: list[float] = []
+
+
+def flush_us() -> float:
+    """Median device µs of do_bench's L2 flush, the part of a do_bench iteration outside the timed
+    window: the host may spend that long, plus the call's device time, per iteration before the
+    window waits for it."""
+    if not _FLUSH_US:
+        from triton.runtime import driver
+
+        cache = driver.active.get_empty_cache_for_benchmark()
+        times = []
+        for _ in range(50):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            driver.active.clear_cache(cache)
+            end.record()
+            torch.cuda.synchronize()
+            times.append(1e3 * start.elapsed_time(end))
+        _FLUSH_US.append(round(statistics.median(times), 1))
+    return _FLUSH_US[0]
+
+
+def host_slack_us(timed_ms: list[float], timed_host_us: list[list[float]], flush: float) -> list[float]:
+    """Per timing: the device's µs per do_bench iteration (the flush plus the timing's median call)
+    minus the host's median µs per call. do_bench's own host work per iteration (the flush's and
+    two events' launches) comes on top of the call's, so a slack of ~15 µs or less means the host,
+    not the device, set the iteration's pace: the timing holds host time (host-stalled)."""
+    return [round(flush + 1e3 * ms - host[1], 1) for ms, host in zip(timed_ms, timed_host_us)]
 
 
 def host_timed(fn, record: list[float]):
@@ -206,6 +241,7 @@ def bench(fn, grads=None):
                                  return_mode="median")
     TIMED_MALLOCS.append(torch.cuda.memory_stats().get("num_device_alloc", 0) - mallocs)
     TIMED_HOST_US.append(host_percentiles_us(host_s))
+    TIMED_MS.append(ms)
     return ms
 
 
@@ -345,6 +381,7 @@ def run_shape(sh, do_bwd, tut, graphs=False):
 
     TIMED_MALLOCS.clear()
     TIMED_HOST_US.clear()
+    TIMED_MS.clear()
     x = build(sh)
     q, k, v, q_off, k_off, kl = x["q"], x["k"], x["v"], x["q_off"], x["k_off"], x["kl"]
     B, H, d = sh["B"], sh["H"], q.shape[-1]
@@ -453,6 +490,9 @@ def run_shape(sh, do_bwd, tut, graphs=False):
     row["tlx_fwd_GBps"] = x["fwd_bytes"] / row["tlx_fwd_ms"] / 1e6
     row["timed_mallocs"] = list(TIMED_MALLOCS)
     row["timed_host_us"] = list(TIMED_HOST_US)
+    row["timed_ms"] = list(TIMED_MS)
+    row["flush_us"] = flush_us()
+    row["timed_host_slack_us"] = host_slack_us(TIMED_MS, TIMED_HOST_US, row["flush_us"])
     return row
 
 
@@ -562,7 +602,8 @@ def main():
                 f.write(json.dumps(row) + "\n")
         torch.cuda.empty_cache()
     print(f"\n{'shape':24s} {'floor':>7s} {'tlx':>7s} {'varlen':>7s} {'tut':>7s} {'x vs varlen':>11s} "
-          f"{'TF/s':>6s} {'GB/s':>6s} {'fb tlx':>7s} {'fb varlen':>9s} {'ab':>7s} {'fb ab':>7s} {'fb abbwd':>8s}")
+          f"{'TF/s':>6s} {'GB/s':>6s} {'fb tlx':>7s} {'fb varlen':>9s} {'ab':>7s} {'fb ab':>7s} {'fb abbwd':>8s} "
+          f"{'slack':>6s}")
     for r in rows:
         if "error" in r:
             print(f"{r['name']:24s} ERROR {r['error']}")
@@ -571,7 +612,8 @@ def main():
         print(f"{r['name']:24s} {r['floor_fwd_ms']:7.3f} {g('tlx_fwd_ms')} {g('varlen_fwd_ms')} "
               f"{g('tutorial_fwd_ms')} {r['varlen_fwd_ms'] / r['tlx_fwd_ms']:11.2f} "
               f"{r['tlx_fwd_tflops']:6.0f} {r['tlx_fwd_GBps']:6.0f} {g('tlx_fwdbwd_ms')} "
-              f"{g('varlen_fwdbwd_ms')} {g('tlx_fwd_ab_ms')} {g('tlx_fwdbwd_ab_ms')} {g('tlx_fwdbwd_abbwd_ms'):>8s}")
+              f"{g('varlen_fwdbwd_ms')} {g('tlx_fwd_ab_ms')} {g('tlx_fwdbwd_ab_ms')} {g('tlx_fwdbwd_abbwd_ms'):>8s} "
+              f"{min(r['timed_host_slack_us'], default=float('nan')):6.0f}")
 
 
 if __name__ == "__main__":

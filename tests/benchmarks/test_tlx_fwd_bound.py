@@ -62,6 +62,7 @@ def test_the_variant_runs_on_its_side_of_each_round_only(monkeypatch):
     monkeypatch.setattr(tb, "build", lambda sh: dict(q=None, k=None, v=None, q_off=None, k_off=None))
     monkeypatch.setattr(tb, "shape_params", lambda sh, x: None)
     monkeypatch.setattr(tb, "bench", bench)
+    monkeypatch.setattr(tb, "flush_us", lambda: 75.0)
     monkeypatch.setattr(tlx_hopper, "forward", forward)
     assert tlx_fwd_bound.main(["--only", "PMA q128 fill0.1", "--rounds", "2"]) == 0
     variant = launched[0]  # the zeros check runs the variant once before the rounds

@@ -95,10 +95,12 @@ def test_bench_records_each_windows_host_time_per_call(monkeypatch):
     monkeypatch.setattr(tlx_hopper_bench.triton.testing, "do_bench", fake_do_bench)
     monkeypatch.setattr(tlx_hopper_bench.torch.cuda, "memory_stats", lambda: {})
     tlx_hopper_bench.TIMED_HOST_US.clear()
+    tlx_hopper_bench.TIMED_MS.clear()
     assert tlx_hopper_bench.bench(fn) == 0.5
     assert len(calls) == 20
     # host times 10, 20, ..., 200 us: 10th percentile the third smallest, median between 100 and 110
     assert tlx_hopper_bench.TIMED_HOST_US == [[30.0, 105.0]]
+    assert tlx_hopper_bench.TIMED_MS == [0.5]
     assert tlx_hopper_bench.host_percentiles_us([2e-6]) == [2.0, 2.0]
 
 
@@ -253,3 +255,13 @@ def test_schedule_cached_ab_builds_once_on_the_cached_side(monkeypatch):
     forward()  # outside the promise: built every call, never cached
     assert len(builds) == 5
 
+
+
+def test_host_slack_is_the_device_time_per_iteration_less_the_hosts_per_call():
+    """A do_bench iteration takes flush + call on the device; a timing whose host median per call
+    reaches that (slack near or below zero) timed the host."""
+    from benchmarks.tlx_hopper_bench import host_slack_us
+
+    # an 85 us call after a 75 us flush: 160 us of device time per iteration
+    assert host_slack_us([0.085, 0.183], [[80.0, 100.0], [150.0, 250.0]], 75.0) == [60.0, 8.0]
+    assert host_slack_us([], [], 75.0) == []
