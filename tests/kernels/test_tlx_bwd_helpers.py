@@ -7,16 +7,13 @@ fbtriton interpreter); skipped otherwise (the module imports TLX).
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 
+from tests.kernels.plain_triton import DEVICE, needs_gpu_or_interpreter
+
 pytest.importorskip("triton.language.extra.tlx")
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() or INTERPRET),
-                                reason="needs a GPU or TRITON_INTERPRET=1")
+pytestmark = needs_gpu_or_interpreter
 
 
 @pytest.mark.parametrize("cpp", [1, 5, 8, 11])   # CTAs per pair: below, at and past the stages

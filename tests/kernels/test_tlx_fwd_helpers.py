@@ -10,8 +10,6 @@ fbtriton interpreter); skipped otherwise (the module imports TLX).
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 
@@ -21,11 +19,9 @@ import triton.language as tl  # noqa: E402
 
 from kernels.tlx_hopper_fwd import _kv_block_start, _softmax_block  # noqa: E402
 from kernels.tlx_schedule import kv_unmasked_range  # noqa: E402
+from tests.kernels.plain_triton import DEVICE, needs_gpu_or_interpreter  # noqa: E402
 
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() or INTERPRET),
-                                reason="needs a GPU or TRITON_INTERPRET=1")
+pytestmark = needs_gpu_or_interpreter
 
 ROWS = 16  # query rows of the walk (broadcast Q, no mask: the rows only index the scores)
 Q_LEN = 128

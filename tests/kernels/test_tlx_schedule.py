@@ -11,8 +11,6 @@ it is.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 import triton
@@ -22,14 +20,10 @@ from kernels.tlx_schedule import (CLAIM_SLOTS, PACKED_MAX_BLOCK, PRIORITY_BUCKET
                                   claim_ticket, claimed_entry, kv_block_range, kv_unmasked_range,
                                   n_iterations, q_block_range, release_claims, schedule_fields,
                                   seq_bounds, tile_at)
+from tests.kernels.plain_triton import DEVICE, INTERPRET, needs_gpu_or_interpreter
 
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 _OLD_INTERPRETER = INTERPRET and tuple(int(x) for x in triton.__version__.split(".")[:2]) < (3, 7)
-pytestmark = [
-    pytest.mark.skipif(not (torch.cuda.is_available() or INTERPRET),
-                       reason="needs a GPU or TRITON_INTERPRET=1"),
-]
+pytestmark = [needs_gpu_or_interpreter]
 # the triton 3.6 interpreter cannot run a loop whose bound was loaded from memory (the probe's)
 needs_new_interpreter = pytest.mark.skipif(_OLD_INTERPRETER,
                                            reason="needs fbtriton 3.7's interpreter (TLX extra)")
