@@ -738,6 +738,22 @@ def test_forward_switch_changes_no_value(case, field):
     assert torch.equal(out, out_f) and torch.equal(lse, lse_f)
 
 
+def _switch_against_reference(case: Case, overrides: dict):
+    """A forward switch's first check: the case with `overrides` against the reference
+    (`check_forward`, inputs seeded by the case's name); then what the bit-identity half of its
+    test needs: (inputs, params, the launcher's configuration for the case)."""
+    from kernels import tlx_hopper
+
+    inputs = make_inputs(case, zlib.crc32(case.name.encode()))
+    res = check_forward(case, inputs=inputs, overrides=overrides)
+    assert res["ok"], res
+    q, k, _, _, k_off, _, _ = inputs
+    params = _params(case, 1 / math.sqrt(case.d))
+    with persistent_grid(case.grid):
+        default = tlx_hopper.call_fwd_config(q, k, k_off, params)
+    return inputs, params, default
+
+
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", split_tiles_cases(), ids=lambda c: c.name)
@@ -747,14 +763,10 @@ def test_split_tiles_changes_no_value(case):
     row sees the same wgmma and softmax sequence."""
     from kernels import tlx_hopper
 
-    inputs = make_inputs(case, zlib.crc32(case.name.encode()))
-    res = check_forward(case, inputs=inputs, overrides=dict(tlx_hopper.SPLIT_TILE_FIELDS))
-    assert res["ok"], res
+    inputs, params, default = _switch_against_reference(case, dict(tlx_hopper.SPLIT_TILE_FIELDS))
     q, k, v, q_off, k_off, _, _ = inputs
-    params = _params(case, 1 / math.sqrt(case.d))
+    assert default.split_tiles  # the launcher takes it for these calls
     with persistent_grid(case.grid):
-        default = tlx_hopper.call_fwd_config(q, k, k_off, params)
-        assert default.split_tiles  # the launcher takes it for these calls
         pingpong = dataclasses.replace(default, split_tiles=False, late_p_cast=True,
                                        **NO_GROUP_RULE)
         out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
@@ -858,15 +870,7 @@ def test_head_pairs_refusals():
 def test_shift_tail(case):
     """FwdConfig.shift_tail (a sequence's partial last K/V block loaded ending at its last key)
     against the reference; with head pairs too where the case allows them."""
-    from kernels import tlx_hopper
-
-    inputs = make_inputs(case, zlib.crc32(case.name.encode()))
-    res = check_forward(case, inputs=inputs, overrides={"shift_tail": True})
-    assert res["ok"], res
-    q, _, _, _, k_off, _, _ = inputs
-    params = _params(case, 1 / math.sqrt(case.d))
-    with persistent_grid(case.grid):
-        default = tlx_hopper.call_fwd_config(q, inputs[1], k_off, params)
+    inputs, _, default = _switch_against_reference(case, {"shift_tail": True})
     if default.split_tiles and case.hq == case.hkv and case.hq % 2 == 0:
         res = check_forward(case, inputs=inputs, overrides={
             "shift_tail": True, "head_pairs": True, "num_buf_kv": 3, **NO_GROUP_RULE})
@@ -968,14 +972,10 @@ def test_claimed_tiles_change_no_value(case):
     call."""
     from kernels import tlx_hopper
 
-    inputs = make_inputs(case, zlib.crc32(case.name.encode()))
-    res = check_forward(case, inputs=inputs, overrides={"claim_tiles": True})
-    assert res["ok"], res
+    inputs, params, default = _switch_against_reference(case, {"claim_tiles": True})
     assert _claims_buffers_zero()
     q, k, v, q_off, k_off, _, _ = inputs
-    params = _params(case, 1 / math.sqrt(case.d))
     with persistent_grid(case.grid):
-        default = tlx_hopper.call_fwd_config(q, k, k_off, params)
         variants = [{}]
         if default.split_tiles:
             variants.append({**NO_GROUP_RULE, "balanced_split": not default.balanced_split})
@@ -1039,13 +1039,9 @@ def test_local_order_changes_no_value(case):
     from kernels import tlx_hopper, tlx_schedule
     from kernels.common import versioned_offsets
 
-    inputs = make_inputs(case, zlib.crc32(case.name.encode()))
-    res = check_forward(case, inputs=inputs, overrides={"local_order": True})
-    assert res["ok"], res
+    inputs, params, default = _switch_against_reference(case, {"local_order": True})
     q, k, v, q_off, k_off, _, _ = inputs
-    params = _params(case, 1 / math.sqrt(case.d))
     with persistent_grid(case.grid):
-        default = tlx_hopper.call_fwd_config(q, k, k_off, params)
         local = dataclasses.replace(default, local_order=True)
         out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
         tlx_schedule.clear_schedule_cache()
@@ -1093,14 +1089,10 @@ def test_prefetched_heads_change_no_value(case):
     count the heads allow, and beside the claimed tiles (whose heads' CTAs do not walk in step)."""
     from kernels import tlx_hopper
 
-    inputs = make_inputs(case, zlib.crc32(case.name.encode()))
     counts = [n for n in range(1, case.hq) if case.hq % (n + 1) == 0]
-    res = check_forward(case, inputs=inputs, overrides={"prefetch_heads": counts[-1]})
-    assert res["ok"], res
+    inputs, params, default = _switch_against_reference(case, {"prefetch_heads": counts[-1]})
     q, k, v, q_off, k_off, _, _ = inputs
-    params = _params(case, 1 / math.sqrt(case.d))
     with persistent_grid(case.grid):
-        default = tlx_hopper.call_fwd_config(q, k, k_off, params)
         out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
         variants = [{"prefetch_heads": n} for n in counts]
         variants.append({"prefetch_heads": counts[-1], "claim_tiles": True})
