@@ -70,6 +70,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import functools
 import importlib.util
 import json
 import math
@@ -188,28 +189,23 @@ TIMED_MALLOCS: list[int] = []
 TIMED_HOST_US: list[list[float]] = []
 # each `bench`'s median ms, in call order (beside TIMED_HOST_US)
 TIMED_MS: list[float] = []
-# device µs of do_bench's L2 flush (zeroing its 256 MB), measured once per process (`flush_us`)
-_FLUSH_US: list[float] = []
-
-
+@functools.cache
 def flush_us() -> float:
-    """Median device µs of do_bench's L2 flush, the part of a do_bench iteration outside the timed
-    window: the host may spend that long, plus the call's device time, per iteration before the
-    window waits for it."""
-    if not _FLUSH_US:
-        from triton.runtime import driver
+    """Median device µs of do_bench's L2 flush (zeroing its 256 MB; measured once per process),
+    the part of a do_bench iteration outside the timed window: the host may spend that long, plus
+    the call's device time, per iteration before the window waits for it."""
+    from triton.runtime import driver
 
-        cache = driver.active.get_empty_cache_for_benchmark()
-        times = []
-        for _ in range(50):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            driver.active.clear_cache(cache)
-            end.record()
-            torch.cuda.synchronize()
-            times.append(1e3 * start.elapsed_time(end))
-        _FLUSH_US.append(round(statistics.median(times), 1))
-    return _FLUSH_US[0]
+    cache = driver.active.get_empty_cache_for_benchmark()
+    times = []
+    for _ in range(50):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        driver.active.clear_cache(cache)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(1e3 * start.elapsed_time(end))
+    return round(statistics.median(times), 1)
 
 
 def host_slack_us(timed_ms: list[float], timed_host_us: list[list[float]], flush: float) -> list[float]:
