@@ -116,12 +116,10 @@ def main(argv: list[str] | None = None) -> int:
             row["same_output"] = bool(torch.equal(out, out_real) and torch.equal(lse, lse_real))
             if not row["same_output"]:
                 raise SystemExit(f"{sh['name']}: {args.kernel_file}'s outputs differ from the kernel's")
-        tb.TIMED_HOST_US.clear()
-        tb.TIMED_MS.clear()
+        tb.clear_timed()
         ab = tb.ab_rounds(tb.bench(forward), forward, forward_bound, rounds=args.rounds)
         row.update(tlx_fwd_ms=ab["base"], bound_ms=ab["ab"], bound_ratio=ab["ratio"],
-                   timed_host_us=list(tb.TIMED_HOST_US), timed_ms=list(tb.TIMED_MS),
-                   timed_host_slack_us=tb.host_slack_us(tb.TIMED_MS, tb.TIMED_HOST_US, tb.flush_us()))
+                   **tb.timed_record())
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.out:

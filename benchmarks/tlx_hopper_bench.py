@@ -216,6 +216,21 @@ def host_slack_us(timed_ms: list[float], timed_host_us: list[list[float]], flush
     return [round(flush + 1e3 * ms - host[1], 1) for ms, host in zip(timed_ms, timed_host_us)]
 
 
+def clear_timed() -> None:
+    """Start a row's records of its `bench` timings."""
+    TIMED_MALLOCS.clear()
+    TIMED_HOST_US.clear()
+    TIMED_MS.clear()
+
+
+def timed_record() -> dict:
+    """A row's records of its `bench` timings since `clear_timed`, in call order (the module
+    docstring says what each holds)."""
+    return dict(timed_mallocs=list(TIMED_MALLOCS), timed_host_us=list(TIMED_HOST_US),
+                timed_ms=list(TIMED_MS), flush_us=flush_us(),
+                timed_host_slack_us=host_slack_us(TIMED_MS, TIMED_HOST_US, flush_us()))
+
+
 def host_timed(fn, record: list[float]):
     """fn, appending the host seconds of each call to record."""
     def timed(*args, **kwargs):
@@ -375,9 +390,7 @@ def run_shape(sh, do_bwd, tut, graphs=False):
     from kernels import tlx_hopper
     from torch.nn.attention.varlen import varlen_attn
 
-    TIMED_MALLOCS.clear()
-    TIMED_HOST_US.clear()
-    TIMED_MS.clear()
+    clear_timed()
     x = build(sh)
     q, k, v, q_off, k_off, kl = x["q"], x["k"], x["v"], x["q_off"], x["k_off"], x["kl"]
     B, H, d = sh["B"], sh["H"], q.shape[-1]
@@ -484,11 +497,7 @@ def run_shape(sh, do_bwd, tut, graphs=False):
         if key in row:
             row[key.replace("_ms", "_tflops")] = x["flops"] / row[key] / 1e9
     row["tlx_fwd_GBps"] = x["fwd_bytes"] / row["tlx_fwd_ms"] / 1e6
-    row["timed_mallocs"] = list(TIMED_MALLOCS)
-    row["timed_host_us"] = list(TIMED_HOST_US)
-    row["timed_ms"] = list(TIMED_MS)
-    row["flush_us"] = flush_us()
-    row["timed_host_slack_us"] = host_slack_us(TIMED_MS, TIMED_HOST_US, row["flush_us"])
+    row.update(timed_record())
     return row
 
 
