@@ -307,6 +307,28 @@ def _first_block(q_buf, k_tiles, k_fulls, k_empties, cnt, first_full, start_n, r
 
 
 @triton.jit
+def _consume_kv_blocks(j0, j1, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                       acc, p, m_i, l_i, cnt, lo, rows, klen, window, qk_scale,
+                       cid: tl.constexpr, NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr,
+                       CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, MASK: tl.constexpr,
+                       BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
+                       LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr, PINGPONG: tl.constexpr,
+                       KV_SLOT0: tl.constexpr, SHIFT_TAIL: tl.constexpr):
+    """A tile's K/V blocks j0 .. j1 - 1 (`_consume_kv_block` each) as one of its peeled loops:
+    MASK a compile-time choice per loop, so the unmasked bulk compiles without any mask.
+    SHIFT_TAIL: the blocks start where the producer loads them (`_kv_block_start`), their columns
+    below the first key not yet seen masked. Returns (acc, p, m_i, l_i, cnt)."""
+    for j in range(j0, j1):
+        start_n = _kv_block_start(lo, j, klen, BLOCK_N, SHIFT_TAIL)
+        acc, p, m_i, l_i, cnt = _consume_kv_block(
+            q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p, m_i, l_i,
+            cnt, start_n, rows, klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
+            HAS_WINDOW, MASK, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, PINGPONG, KV_SLOT0,
+            lo + j * BLOCK_N - start_n, SHIFT_TAIL)
+    return acc, p, m_i, l_i, cnt
+
+
+@triton.jit
 def _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt, NUM_BUF_KV: tl.constexpr,
                     dtype: tl.constexpr, KV_SLOT0: tl.constexpr):
     """A tile's epilogue PV: p over K/V block cnt's V into acc, waited; the V slot goes back."""
@@ -695,31 +717,23 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                 if O_IN_Q:
                     _release_staged_q_slot(q_empties, release, held_o)
                 held_o = 0
-                # masked head [1, a), unmasked bulk [a, c), masked tail [c, nblk)
-                for j in range(1, a):
-                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
-                        q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
-                        acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
-                        qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, PINGPONG,
-                        KV_SLOT0)
-                for j in range(a, c):
-                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
-                        q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
-                        acc, p, m_i, l_i, cnt_kv, lo + j * BLOCK_N, rows, klen, window,
-                        qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False,
-                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, PINGPONG,
-                        KV_SLOT0)
-                for j in range(c, nblk):
-                    # SHIFT_TAIL: only the last block is masked here, and it has
-                    # a block before it (c >= 1), so it is the shifted one
-                    start_n = _kv_block_start(lo, j, klen, BLOCK_N, SHIFT_TAIL)
-                    acc, p, m_i, l_i, cnt_kv = _consume_kv_block(
-                        q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
-                        acc, p, m_i, l_i, cnt_kv, start_n, rows, klen, window,
-                        qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True,
-                        BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, PINGPONG,
-                        KV_SLOT0, lo + j * BLOCK_N - start_n, SHIFT_TAIL)
+                # masked head [1, a), unmasked bulk [a, c), masked tail [c, nblk) (SHIFT_TAIL:
+                # only the last block is masked there, with a block before it: the shifted one)
+                acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
+                    1, a, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc,
+                    p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid, NUM_GROUPS,
+                    NUM_BUF_KV, CAUSAL, HAS_WINDOW, True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE,
+                    dtype, PINGPONG, KV_SLOT0, False)
+                acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
+                    a, c, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc,
+                    p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid, NUM_GROUPS,
+                    NUM_BUF_KV, CAUSAL, HAS_WINDOW, False, BLOCK_N, LATE_P_CAST, LAZY_RESCALE,
+                    dtype, PINGPONG, KV_SLOT0, False)
+                acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
+                    c, nblk, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                    acc, p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid, NUM_GROUPS,
+                    NUM_BUF_KV, CAUSAL, HAS_WINDOW, True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE,
+                    dtype, PINGPONG, KV_SLOT0, SHIFT_TAIL)
                 # epilogue: PV of the last block
                 acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,
                                       NUM_BUF_KV, dtype, KV_SLOT0)
