@@ -51,8 +51,10 @@ def fwd_variants(overrides: dict | None = None):
         if q_len == 100 and (causal or window or dt == "fp16"):
             continue  # q_len not a multiple of 64 (slices straddling it): one variant per head dim
         for keys in ("", "long", "short"):
-            choice = dict(long_kv=keys == "long", short_kv=keys == "short")
-            if keys and fwd_config(d, bcast, q_len, **choice) == fwd_config(d, bcast, q_len):
+            choice = dict(long_kv=keys == "long", short_kv=keys == "short",
+                          mask_free=not (causal or window))
+            if keys and fwd_config(d, bcast, q_len, **choice) == fwd_config(
+                    d, bcast, q_len, mask_free=choice["mask_free"]):
                 continue  # only broadcast Q at D=128 has key-length choices (long: q_len <= 128)
             cfg = dataclasses.replace(fwd_config(d, bcast, q_len, **choice), **(overrides or {}))
             if bcast:  # a self/cross-only field: the launcher refuses it with broadcast_q

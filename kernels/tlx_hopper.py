@@ -201,7 +201,11 @@ class FwdConfig:
     # block's, just read by the same CTA, and are masked) instead of reading block_n - klen %
     # block_n rows of the next sequence, which another CTA reads at another time. At the q128
     # fill-0.1 row's 32-key blocks that is ~13 of the ~16 padded rows per tile (16 % of the K/V
-    # reads, run 46). Not bit-identical: the tail's columns sit at other places in the block
+    # reads, run 46). Not bit-identical: the tail's columns sit at other places in the block.
+    # Run 47 (H100, forward, 4 ABBA rounds): q128 fill 0.1 0.972 / 0.951; the six PMA rows (q192
+    # fill 0.1 / 0.5 / 0.9, q128 fill 0.1 / 0.5 / 0.9) 0.956 / 0.975 / 0.991 / 1.000 / 0.960 (cut
+    # there) and 0.956 / 0.969 / 0.994 / 0.962 / 0.959 / 0.954: `fwd_config` takes it for broadcast
+    # Q at D = 128 without a mask
     shift_tail: bool = False
     # the resident mode only: a (head, q-block) pair's CTAs claim its batch elements at run time,
     # heaviest first, by a counter per pair (`tlx_schedule`'s claimed deal), instead of the static
@@ -254,10 +258,12 @@ SHORT_KV_MEAN = 128
 
 @functools.lru_cache(maxsize=256)  # a frozen dataclass per call shape: no rebuild per call
 def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 1,
-               long_kv: bool = False, short_kv: bool = False) -> FwdConfig:
+               long_kv: bool = False, short_kv: bool = False, mask_free: bool = False) -> FwdConfig:
     """Tile shape for a call. q_len is the broadcast Q length (ignored otherwise); tile_window as
     `tile_window_for` chose it; long_kv as `long_keys` found it (broadcast Q at D = 128 with q_len
-    <= 128 only); short_kv as `short_keys` found it (broadcast Q at D = 128).
+    <= 128 only); short_kv as `short_keys` found it (broadcast Q at D = 128); mask_free: the call
+    has no causal or window mask (broadcast Q at D = 128 then loads a sequence's partial last K/V
+    block ending at its last key, `FwdConfig.shift_tail`).
 
     A 3-warpgroup tile (192 rows) fits PMA's q_len=192 exactly instead of wasting 64 of 256 rows;
     three consumers leave ~160 registers each, so it runs with 64-key blocks. Broadcast Q at D=128
@@ -269,11 +275,12 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 
     forward, q192 four against three within +-0.5 %).
     """
     o_by_tma = broadcast_q and head_dim > 64
+    shift_tail = broadcast_q and head_dim > 64 and mask_free
     if broadcast_q and 128 < q_len <= 192:
         cfg = FwdConfig(num_groups=3, block_n=64, num_buf_q=1, num_buf_kv=3, consumer_regs=160,
                         tile_window=tile_window, tma_store_o=o_by_tma, warp_arrive=head_dim > 64,
                         lazy_rescale=head_dim > 64, rcp_normalise=head_dim > 64,
-                        pdl=head_dim > 64)
+                        pdl=head_dim > 64, shift_tail=shift_tail)
         if short_kv and head_dim > 64:
             cfg = dataclasses.replace(cfg, block_n=32, num_buf_kv=6)
         return cfg
@@ -284,7 +291,7 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 
         cfg = FwdConfig(num_groups=2, block_n=64, num_buf_q=1, num_buf_kv=4,
                         consumer_regs=232, tile_window=tile_window, late_p_cast=True,
                         tma_store_o=o_by_tma, warp_arrive=True, lazy_rescale=True,
-                        rcp_normalise=True, pdl=True)
+                        rcp_normalise=True, pdl=True, shift_tail=shift_tail)
         if long_kv:
             # the same tile in two 128-key stages (the P cast before the PV issue: with it after,
             # 32 words spill)
@@ -323,7 +330,7 @@ def call_fwd_config(query: torch.Tensor, key: torch.Tensor, key_offset: torch.Te
     q_len = query.shape[0] if broadcast else 0
     cfg = fwd_config(query.shape[-1], broadcast, q_len, call_tile_window(key, params),
                      params.window_size is None and long_keys(key, key_offset),
-                     short_keys(key, key_offset))
+                     short_keys(key, key_offset), not params.causal and params.window_size is None)
     if not (broadcast and cfg.block_n == 32):  # the only tile split_tiles runs
         return cfg
     pairs = query.shape[1] * triton_cdiv(q_len, cfg.block_m)

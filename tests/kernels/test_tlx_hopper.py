@@ -869,8 +869,10 @@ def test_head_pairs_refusals():
 @pytest.mark.parametrize("case", shift_tail_cases(), ids=lambda c: c.name)
 def test_shift_tail(case):
     """FwdConfig.shift_tail (a sequence's partial last K/V block loaded ending at its last key)
-    against the reference; with head pairs too where the case allows them."""
+    against the reference (the launcher's choice at D = 128: asserted); with head pairs too where
+    the case allows them."""
     inputs, _, default = _switch_against_reference(case, {"shift_tail": True})
+    assert default.shift_tail == (case.d == 128)
     if default.split_tiles and case.hq == case.hkv and case.hq % 2 == 0:
         res = check_forward(case, inputs=inputs, overrides={
             "shift_tail": True, "head_pairs": True, "num_buf_kv": 3, **NO_GROUP_RULE})
