@@ -316,3 +316,21 @@ def test_run47_calls_a_b_c_back_to_back_on_one_machine(tmp_path):
     assert 'FLIPS="free_group_split=True shift_tail=True"' in b and "kernels tests rc=0" in b
     assert 'FLIPS="free_group_split=True shift_tail=True"' in c and "TESTED=1" in c
     assert "ab prefetch_1 rc=0" in c and "table bench47 3 rc=0" in c and "kernels tests" not in c
+
+
+def test_run48_call_a_then_run47s_tables_skip_the_suite_it_passed(tmp_path):
+    """The next session's two calls back to back: run 48's call A tests the kernels and chains
+    their checksum; run 47's call C, issued right after it, flips nothing and times its tables
+    without running the suite again. A failed suite chains nothing, so C runs it."""
+    script = (REPO / "docs/kernels/tlx_hopper_run48/call_a_script.sh").read_text()
+    for summary, tested in (("900 passed in 200.0s", True), ("1 failed, 899 passed in 200.0s", False)):
+        shutil.rmtree(tmp_path / "chain", ignore_errors=True)
+        _next_call(tmp_path)
+        res, _ = run_call(tmp_path, summary, "", call_s=575, script=script)
+        assert res.returncode == 0, res.stderr
+        assert f"kernels tests rc=0 {summary}" in res.stdout
+        res, _ = _run47_call(tmp_path, "next_call_c_script.sh", "900 passed in 200.0s")
+        assert res.returncode == 0, res.stderr
+        assert 'FLIPS=""' in res.stdout and "flipped" not in res.stdout
+        assert f"TESTED={int(tested)}" in res.stdout
+        assert ("kernels tests" in res.stdout) != tested
