@@ -196,8 +196,8 @@ def probe(sh: dict) -> list[tuple[str, float, float]]:
 def rows_over_slices(table: str) -> dict[str, float]:
     """Per shape of a probe table (its markdown), the time of one head's 256 B slices over the
     time of whole rows at equal parallelism, O written (the `chunks` pair's `+O` rows): above 1,
-    HBM streams whole rows faster, what a forward requesting several heads' rows together
-    (`FwdConfig.head_pairs`, `prefetch_heads`) could gain on its K/V reads."""
+    HBM streams whole rows faster, what a forward requesting several heads' rows together could
+    gain on its K/V reads."""
     times: dict[str, dict[str, float]] = {}
     for line in table.splitlines():
         cells = [c.strip() for c in line.split("|")]

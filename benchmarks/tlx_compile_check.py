@@ -64,7 +64,7 @@ def fwd_variants(overrides: dict | None = None):
                     + (f" {keys}" if keys else ""))
             yield name, cfg, d, dt, causal, window, bcast, q_len if bcast else 0
             shift = bcast and not (causal or window) and not cfg.shift_tail
-            if shift:  # the shifted-tail candidate (FwdConfig.shift_tail: PMA's mask only)
+            if shift:  # the shifted tail where fwd_config leaves it off (broadcast Q at D = 64)
                 yield (name + " shift", dataclasses.replace(cfg, shift_tail=True), d, dt, causal,
                        window, bcast, q_len)
             if bcast:  # the launcher's split tiles where a resident call takes them (overrides too)
@@ -73,53 +73,9 @@ def fwd_variants(overrides: dict | None = None):
                 split = with_split_tiles(cfg, q_len, 4, 132, params)
                 if split.split_tiles:
                     yield name + " split", split, d, dt, causal, window, bcast, q_len
-                    # the head-pair candidate (FwdConfig.head_pairs: Hq == Hkv even; one head
-                    # per tile is what the balanced split needs)
-                    no_rule = dict(balanced_split=False, free_group_split=False)
-                    pairs = dataclasses.replace(split, head_pairs=True, num_buf_kv=3, **no_rule)
-                    yield name + " split pairs", pairs, d, dt, causal, window, bcast, q_len
-                    # the split tile's other group rule (FwdConfig.balanced_split flipped)
-                    other = dataclasses.replace(
-                        split, **dict(no_rule, balanced_split=not split.balanced_split))
-                    rule = "balanced" if other.balanced_split else "alternating"
-                    yield name + " split " + rule, other, d, dt, causal, window, bcast, q_len
                     if shift:
                         yield (name + " split shift", dataclasses.replace(split, shift_tail=True),
                                d, dt, causal, window, bcast, q_len)
-                    # whichever group is free first takes a tile (FwdConfig.free_group_split)
-                    free = dict(no_rule, free_group_split=not split.free_group_split)
-                    free_rule = "free" if free["free_group_split"] else "alternating"
-                    yield (name + " split " + free_rule, dataclasses.replace(split, **free), d, dt,
-                           causal, window, bcast, q_len)
-                    # tiles claimed at run time (FwdConfig.claim_tiles) under every split-tile
-                    # group rule and with head pairs (the claims feed them all)
-                    claimed = (("claim", {}),
-                               ("claim " + rule, dict(no_rule, balanced_split=other.balanced_split)),
-                               ("claim pairs", dict(no_rule, head_pairs=True, num_buf_kv=3)),
-                               ("claim " + free_rule, free))
-                    for label, extra in claimed:
-                        yield (name + " split " + label,
-                               dataclasses.replace(split, claim_tiles=True, **extra), d, dt, causal,
-                               window, bcast, q_len)
-                    yield (name + " split local", dataclasses.replace(split, local_order=True), d,
-                           dt, causal, window, bcast, q_len)
-                    # the other heads' rows prefetched with a head's own (FwdConfig.prefetch_heads,
-                    # four heads: one CTA's prefetches complete each row)
-                    yield (name + " split prefetch", dataclasses.replace(split, prefetch_heads=3), d,
-                           dt, causal, window, bcast, q_len)
-                elif not cfg.claim_tiles:
-                    # the ping-pong tile with claimed tiles (resident at the bench's shapes)
-                    yield (name + " claim", dataclasses.replace(cfg, claim_tiles=True), d, dt,
-                           causal, window, bcast, q_len)
-                if not split.split_tiles and not cfg.local_order:
-                    # the CTAs writing their schedule themselves (FwdConfig.local_order)
-                    yield (name + " local", dataclasses.replace(cfg, local_order=True), d, dt,
-                           causal, window, bcast, q_len)
-                if not split.split_tiles and not cfg.prefetch_heads:
-                    # the ping-pong tile's CTAs prefetching the other heads' rows (PMA q192's
-                    # three heads: FwdConfig.prefetch_heads 2)
-                    yield (name + " prefetch", dataclasses.replace(cfg, prefetch_heads=2), d, dt,
-                           causal, window, bcast, q_len)
 
 
 def compile_fwd(cfg, d, dt, causal, window, bcast, q_len, timeline=False, kernel=None):
@@ -140,15 +96,9 @@ def compile_fwd(cfg, d, dt, causal, window, bcast, q_len, timeline=False, kernel
     if timeline:
         sig.update(timeline="*i64", timeline_stride="i32")
     # the broadcast variants are resident ones (heads * q-blocks <= CTAs at the bench's shapes)
-    # FwdConfig.local_order: the build writing the bench's 768-entry schedule itself
-    const = fwd_constexprs(cfg, d, causal, window, bcast, bcast, q_len, timeline,
-                           entries=768 if cfg.local_order else 0)
+    const = fwd_constexprs(cfg, d, causal, window, bcast, bcast, q_len, timeline)
     if not timeline:  # the launcher passes None: no parameter at all in the default build
         const.update(timeline=None, timeline_stride=None)
-    if cfg.claim_tiles:
-        sig.update(claims="*i32")
-    else:
-        const.update(claims=None)
     return _compile(kernel or jfa_fwd_kernel, sig, const)
 
 

@@ -43,7 +43,7 @@ IDLE_CHOICE = """            idle = False  # a compile-time False unless enabled
 IDLE_ALWAYS = """            idle = True  # tlx_fwd_bound: no math in any tile
 """
 STORE_O_LSE = """        _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, m0 + ROW_OFF,
-                     out_row0, head, qlen, total_out, tma_o, cid, H, HEAD_DIM,
+                     out_row0, h, qlen, total_out, tma_o, cid, H, HEAD_DIM,
                      TMA_STORE_O, BROADCAST_Q, O_TMA_ONLY, FAST_EPILOGUE, Q_ROWS)
 """
 NO_MATH = [(IDLE_CHOICE, IDLE_ALWAYS)]  # the idle path keeps turns only in the ping-pong tile

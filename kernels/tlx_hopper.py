@@ -28,8 +28,7 @@ import torch
 
 from kernels import tlx_timeline
 from kernels.tlx_launch import launch, trailing_constexprs
-from kernels.tlx_schedule import (CLAIM_SLOTS, cached_schedule, local_schedule, schedule_block,
-                                  schedule_fields)
+from kernels.tlx_schedule import cached_schedule
 
 SUPPORTED_HEAD_DIMS = (64, 128)
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
@@ -175,27 +174,6 @@ class FwdConfig:
     # for and releases the other group's blocks too (run 46: stepping over them by count alone, a
     # group past more than num_buf_kv of them read stale slots: wrong rows or a hang)
     split_tiles: bool = False
-    # with split_tiles, Hq == Hkv even: a tile is a batch element's q-block of two adjacent heads,
-    # one per consumer group, and the producer requests both heads' K/V rows together (512
-    # contiguous bytes of each row instead of one head's 256, the reads the resident schedule
-    # otherwise issues from different SMs at different times). Both heads' Q tiles stay resident
-    # and each ring slot holds both heads' blocks: num_buf_kv <= 3 fits the shared memory
-    head_pairs: bool = False
-    # with head_pairs: the two groups take turns issuing QK^T, as in the ping-pong tile (they walk
-    # the same blocks), instead of each issuing as soon as its K block is in
-    pair_pingpong: bool = False
-    # with split_tiles (one head per tile): each tile goes to the group with less estimated work so
-    # far (its K/V blocks plus split_tile_cost per tile, both groups walking every tile and
-    # agreeing) instead of every other tile to each. The CTA's tiles come heaviest first,
-    # so alternating hands group 0 the heavier tile of every pair and, with an odd count, one more:
-    # a model of the q128 fill-0.1 lengths (session 44) puts the last CTA's end 6-7 % above an even
-    # split that way, 1.6-2 % with the balance (`benchmarks/split_balance_model.py`). O and LSE
-    # bit-identical (a tile's computation does not depend on its group)
-    balanced_split: bool = False
-    # balanced_split's estimate of a tile's fixed cost (its first block's wait, its epilogue) in
-    # K/V blocks, beside its blocks (run 46's q128 fill-0.1 timeline: a one-block tile takes
-    # 2.8 µs against ~1.05 µs per further block, a constant of ~1.7 blocks: its O's bytes)
-    split_tile_cost: int = 2
     # broadcast Q without a causal/window mask: a sequence's partial last K/V block, where it has
     # block_n keys or more, is loaded ending at its last key (the first rows repeat the previous
     # block's, just read by the same CTA, and are masked) instead of reading block_n - klen %
@@ -207,35 +185,6 @@ class FwdConfig:
     # there) and 0.956 / 0.969 / 0.994 / 0.962 / 0.959 / 0.954: `fwd_config` takes it for broadcast
     # Q at D = 128 without a mask
     shift_tail: bool = False
-    # the resident mode only: a (head, q-block) pair's CTAs claim its batch elements at run time,
-    # heaviest first, by a counter per pair (`tlx_schedule`'s claimed deal), instead of the static
-    # zigzag deal: the deal evens the blocks, not the time, and run 46's q128 fill-0.1 timeline had
-    # the last CTA end 2.8-5.1 us after the median one (busy 0.94-0.97). O and LSE bit-identical (a
-    # tile's computation does not depend on its CTA); a claims buffer per stream (`_claims`)
-    claim_tiles: bool = False
-    # with split_tiles (one head per tile), instead of the alternating or the balanced split: a
-    # tile goes to whichever group reaches it first in the CTA's tile order (`tlx_hopper_fwd.
-    # _taken_by_other`), i.e. the group free first. `benchmarks/split_balance_model.py` (tile times
-    # spread by 10 % per tile, as run 46's timeline: 1-4-block tiles' CV 0.06-0.15): the last CTA's
-    # end 1.044 of an even share against 1.088 alternating and 1.061 balanced; 1.030 with
-    # claim_tiles (1.097 alternating). O and LSE bit-identical
-    free_group_split: bool = False
-    # broadcast Q in the resident mode: no schedule build kernel ahead of the forward; where the
-    # batch's schedule is not cached yet, every CTA writes it itself (`tlx_schedule.
-    # write_schedule`, the build's code: the same values) and reads its tiles back, and the
-    # launcher keeps it for the batch's later calls (`tlx_schedule.local_schedule`). Run 37: the
-    # 768-entry build takes ~7 us of device time, which the forward waits for (its PDL wait).
-    # O and LSE bit-identical (the same schedule)
-    local_order: bool = False
-    # the resident broadcast forward with Hq == Hkv, one head per tile: the CTAs of every
-    # (prefetch_heads + 1)-th head also prefetch into L2 (TMA prefetches, no shared memory) the
-    # same K/V rows of the next prefetch_heads heads as they load their own, so DRAM is asked for
-    # whole rows at once (1 KB at four heads of D = 128) instead of one head's 256 B slice from
-    # each head's CTA at slightly different times; those CTAs walk the same batch elements in the
-    # same order (the static deal is the same for every pair) and find their slices in L2. For
-    # the q128 fill-0.1 forward if HBM streams whole rows faster than slices (`benchmarks.
-    # hbm_probe`'s chunk programs). O and LSE bit-identical
-    prefetch_heads: int = 0
 
     @property
     def block_m(self) -> int:
@@ -384,8 +333,6 @@ def _check_config(cfg: FwdConfig | BwdConfig, head_dim: int = 0) -> None:
     not fit in shared memory."""
     _check_count(cfg, "tile_window", 0, "0: one sequence's blocks")
     if not isinstance(cfg, BwdConfig):
-        _check_count(cfg, "split_tile_cost", 0, "K/V blocks")
-        _check_count(cfg, "prefetch_heads", 0, "heads whose K/V rows a CTA prefetches")
         return
     _check_count(cfg, "pma_buf_k", 1, "ring slots")
     _check_count(cfg, "pma_buf_v", 1, "ring slots")
@@ -478,9 +425,6 @@ class _FwdPlan:
     constexprs: tuple  # the kernel's constexpr arguments, in its signature's order (positional:
     # no keyword dict to build and unpack per call)
     options: dict = dataclasses.field(hash=False)  # the launch's num_warps, num_stages, launch_pdl
-    # FwdConfig.local_order: the constexprs of the build that writes its schedule itself (where it
-    # is not cached; `constexprs` read a cached one), else None
-    local_constexprs: tuple | None = None
 
 
 # _fwd_plan's key -> _FwdPlan; cleared when full (a process sees few call signatures: the key holds
@@ -495,11 +439,9 @@ def fwd_q_box(cfg: FwdConfig) -> int:
 
 
 def fwd_constexprs(cfg: FwdConfig, head_dim: int, causal: bool, has_window: bool, broadcast: bool,
-                   resident: bool, q_len: int, timeline: bool, entries: int = 0) -> dict:
+                   resident: bool, q_len: int, timeline: bool) -> dict:
     """`jfa_fwd_kernel`'s constexpr arguments for a configuration (the launcher's plan and the
-    sm_90 compile check build the same kernel from them). entries: the schedule's entries the
-    kernel writes itself (`FwdConfig.local_order` where the schedule is not cached), else 0."""
-    block = schedule_block(entries) if entries else 0
+    sm_90 compile check build the same kernel from them)."""
     return dict(
         HEAD_DIM=head_dim, BLOCK_N=cfg.block_n, NUM_GROUPS=cfg.num_groups, NUM_BUF_Q=cfg.num_buf_q,
         NUM_BUF_KV=cfg.num_buf_kv, CONSUMER_REGS=cfg.consumer_regs, CAUSAL=causal,
@@ -508,13 +450,7 @@ def fwd_constexprs(cfg: FwdConfig, head_dim: int, causal: bool, has_window: bool
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
         RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
-        SPLIT_TILES=cfg.split_tiles, HEAD_PAIRS=cfg.head_pairs, PAIR_PINGPONG=cfg.pair_pingpong,
-        BALANCED_SPLIT=cfg.balanced_split,
-        SPLIT_TILE_COST=cfg.split_tile_cost if cfg.balanced_split else 0,  # one build without it
-        SHIFT_TAIL=cfg.shift_tail, CLAIM_TILES=cfg.claim_tiles, FREE_GROUP=cfg.free_group_split,
-        PREFETCH_HEADS=cfg.prefetch_heads,
-        LOCAL_ORDER=entries > 0, ORDER_BLOCK=block, ORDER_FIELDS=schedule_fields(block) if block else 0,
-        ORDER_FIELD_BITS=block.bit_length(), TIMELINE=timeline)
+        SPLIT_TILES=cfg.split_tiles, SHIFT_TAIL=cfg.shift_tail, TIMELINE=timeline)
 
 
 def _fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | None,
@@ -554,19 +490,6 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
     if cfg.tma_store_o and not broadcast and cfg.num_buf_q < 2:
         raise ValueError("tlx FwdConfig: tma_store_o with self/cross attention needs num_buf_q >= 2: "
                          "O is staged in a group's Q slot while the next tile's Q loads into the other")
-    if cfg.pair_pingpong and not cfg.head_pairs:
-        raise ValueError("tlx FwdConfig: pair_pingpong needs head_pairs")
-    if cfg.free_group_split and not (cfg.split_tiles and not cfg.head_pairs
-                                     and not cfg.balanced_split):
-        raise ValueError("tlx FwdConfig: free_group_split needs split_tiles without head_pairs or "
-                         "balanced_split (it replaces the split's group rule)")
-    if cfg.balanced_split and not (cfg.split_tiles and not cfg.head_pairs):
-        raise ValueError("tlx FwdConfig: balanced_split needs split_tiles without head_pairs (a head "
-                         "pair's tile is read by both groups)")
-    if cfg.head_pairs:
-        reason = head_pairs_refusal(cfg, hq, hkv)
-        if reason is not None:
-            raise ValueError(f"tlx FwdConfig: head_pairs {reason}")
     if cfg.shift_tail and not (broadcast and not params.causal and params.window_size is None):
         raise ValueError("tlx FwdConfig: shift_tail needs broadcast_q without a causal or window "
                          "mask (a tile's blocks then start at key 0 and only the last is partial)")
@@ -577,38 +500,17 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
     num_mb = max(1, triton_cdiv(max_q, cfg.block_m))
     window = params.window_size
     n_prog = GRID_OVERRIDE or _num_sms(query.device.index or 0)
-    pairs = (hq // 2 if cfg.head_pairs else hq) * num_mb  # the schedule's (heads, q-block) pairs
+    pairs = hq * num_mb  # the schedule's (heads, q-block) pairs
     resident = broadcast and pairs <= n_prog
     if cfg.split_tiles:
         reason = split_tiles_refusal(cfg, broadcast, q_len, pairs, n_prog, params)
         if reason is not None:
             raise ValueError(f"tlx FwdConfig: split_tiles {reason}")
-    if cfg.claim_tiles and not resident:
-        raise ValueError(f"tlx FwdConfig: claim_tiles needs the resident mode: broadcast_q with heads "
-                         f"* q-blocks <= CTAs ({pairs} pairs, {n_prog} CTAs, broadcast_q {broadcast})")
-    if cfg.claim_tiles and pairs >= CLAIM_SLOTS:  # one counter per pair, then the done count
-        raise ValueError(f"tlx FwdConfig: claim_tiles needs fewer than {CLAIM_SLOTS} (head, q-block) "
-                         f"pairs (the claims buffer's counters), got {pairs}")
-    if cfg.prefetch_heads and not (resident and hq == hkv and hq % (cfg.prefetch_heads + 1) == 0
-                                   and not cfg.head_pairs):
-        raise ValueError(f"tlx FwdConfig: prefetch_heads needs the resident mode (broadcast_q with heads "
-                         f"* q-blocks <= CTAs), one query head per key head, no head_pairs and heads a "
-                         f"multiple of prefetch_heads + 1, got resident {resident}, {hq} query / {hkv} "
-                         f"key heads, head_pairs {cfg.head_pairs}, prefetch_heads {cfg.prefetch_heads}")
     ctas_per_pair = n_prog // pairs if resident else 1
     if resident:
         n_prog = pairs * ctas_per_pair
-    if cfg.local_order and not (resident and B * num_mb <= LOCAL_ORDER_MAX_ENTRIES):
-        raise ValueError(f"tlx FwdConfig: local_order needs the resident mode (broadcast_q with heads "
-                         f"* q-blocks <= CTAs) and at most {LOCAL_ORDER_MAX_ENTRIES} schedule entries, "
-                         f"got resident {resident}, {B * num_mb} entries")
     constexprs = fwd_constexprs(cfg, d, bool(params.causal), window is not None, broadcast,
                                 resident, q_len, timeline)
-    local = None
-    if cfg.local_order:
-        local = trailing_constexprs(jfa_fwd_kernel, fwd_constexprs(
-            cfg, d, bool(params.causal), window is not None, broadcast, resident, q_len, timeline,
-            entries=B * num_mb))
     return _FwdPlan(
         cfg=cfg,
         schedule=(B, q_len, num_mb, window, bool(params.causal), broadcast, cfg.block_m, cfg.block_n),
@@ -618,7 +520,7 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
                  num_mb),
         scalars_after=(ctas_per_pair, cfg.tile_window or num_mb),
         constexprs=trailing_constexprs(jfa_fwd_kernel, constexprs),
-        options=dict(num_warps=4, num_stages=1, launch_pdl=cfg.pdl), local_constexprs=local)
+        options=dict(num_warps=4, num_stages=1, launch_pdl=cfg.pdl))
 
 
 def forward(query, key, value, query_offset, key_offset, params, config: FwdConfig | None = None,
@@ -652,14 +554,8 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         return out, lse
     plan = _fwd_plan(query, key, key_offset, B, params, config, timeline is not None)
     cfg = plan.cfg
-    constexprs = plan.constexprs
-    if cfg.local_order:  # the kernel writes the schedule where it is not cached yet
-        tile_entry, n_entries, ready = local_schedule(query_offset, key_offset, *plan.schedule)
-        if not ready:
-            constexprs = plan.local_constexprs
-    else:
-        tile_entry, n_entries = cached_schedule(query_offset, key_offset, *plan.schedule,
-                                                launch_dependents=cfg.pdl)
+    tile_entry, n_entries = cached_schedule(query_offset, key_offset, *plan.schedule,
+                                            launch_dependents=cfg.pdl)
     desc_q = _descriptor(query, query.shape[0], plan.q_box)
     desc_k = _descriptor(key, key.shape[0], cfg.block_n)
     desc_v = _descriptor(value, value.shape[0], cfg.block_n)
@@ -668,7 +564,6 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
     if timeline is not None:
         stamps = tlx_timeline.allocate(
             plan.n_prog, cfg.num_groups,
-            B if cfg.claim_tiles else  # one CTA may claim every tile of its pair
             tlx_timeline.max_iterations(plan.resident, B, plan.ctas_per_pair, B * plan.pairs,
                                         plan.n_prog),
             query.device)
@@ -678,30 +573,8 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         query_offset if query_offset is not None else key_offset, key_offset,
         tile_entry, n_entries, *plan.scalars, total_out, *plan.scalars_after,
         None if stamps is None else stamps.buffer, None if stamps is None else stamps.stride,
-        _claims(query.device) if cfg.claim_tiles else None, *constexprs, **plan.options)
+        *plan.constexprs, **plan.options)
     return out, lse
-
-
-# FwdConfig.local_order: schedule entries up to which every CTA writes the schedule itself (the
-# one-program build's packed ranking: spill-free to 2,048 entries; a forward CTA runs it in its
-# 4-warp producer warpgroup at up to 256 registers, before the tasks split them)
-LOCAL_ORDER_MAX_ENTRIES = 2048
-
-
-# FwdConfig.claim_tiles: the claims buffer of each (device, stream); a launch leaves it zero
-_CLAIMS: dict[tuple[int, int], torch.Tensor] = {}
-
-
-def _claims(device: torch.device) -> torch.Tensor:
-    """The zeroed claims buffer (`tlx_schedule.CLAIM_SLOTS` int32) of the current stream: launches
-    on one stream run one after another (a PDL launch claims only after its predecessor ended), and
-    each leaves its counters zero (`tlx_schedule.release_claims`)."""
-    stream = torch.cuda.current_stream(device)
-    key = (stream.device_index, stream.stream_id)
-    buffer = _CLAIMS.get(key)
-    if buffer is None:
-        buffer = _CLAIMS[key] = torch.zeros(CLAIM_SLOTS, dtype=torch.int32, device=device)
-    return buffer
 
 
 def split_tiles_refusal(cfg: FwdConfig, broadcast: bool, q_len: int, pairs: int, n_prog: int,
@@ -726,19 +599,6 @@ def split_tiles_refusal(cfg: FwdConfig, broadcast: bool, q_len: int, pairs: int,
         # spill 228-265 words, fp32 probabilities across the next QK^T 41-47 (sm_90 compile check)
         return (f"needs block_n == 32 and late_p_cast off (more spills registers), got block_n "
                 f"{cfg.block_n}, late_p_cast {cfg.late_p_cast}")
-    return None
-
-
-def head_pairs_refusal(cfg: FwdConfig, hq: int, hkv: int) -> str | None:
-    """None where `FwdConfig.head_pairs` can run a call with hq query and hkv key heads, else what
-    it needs (split_tiles' own rules are checked beside it)."""
-    if not cfg.split_tiles:
-        return "needs split_tiles"
-    if hq != hkv or hq % 2:
-        return f"needs as many key heads as query heads, an even number, got {hq} and {hkv}"
-    if cfg.num_buf_kv > 3:
-        # two resident Q tiles (64 KB), two O staging tiles (64 KB) and 32 KB per slot: 227 KB
-        return f"needs num_buf_kv <= 3 (shared memory), got {cfg.num_buf_kv}"
     return None
 
 

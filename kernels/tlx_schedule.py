@@ -42,12 +42,6 @@ Two ways to deal the sorted tiles over the persistent CTAs (`tile_at`):
 - resident (broadcast_q, H*NUM_MB <= #CTAs): CTA p owns one (head, q-block) pair for the whole
   launch and walks that q-block's batches heaviest first, zigzag over the CTAs of its pair, so the
   Q tile is loaded once and stays in shared memory.
-- claimed (resident only, the forward's `FwdConfig.claim_tiles`): the CTAs of a pair take that
-  q-block's batches heaviest first by a counter per pair (`claim_ticket`), each its next one when
-  it gets to it, so a CTA that ran slower takes fewer: the static deal evens the blocks, not the
-  time (run 46: the last CTA ended 2.8-5.1 us after the median one). The counters live in a
-  `CLAIM_SLOTS` int32 buffer, zero before a launch; the last CTA done claiming zeroes them again
-  (`release_claims`), so a buffer serves one launch at a time (one per stream).
 """
 
 from __future__ import annotations
@@ -66,10 +60,6 @@ from kernels.tlx_launch import launch, trailing_constexprs
 
 MAX_SCHEDULE_BLOCK = 16384  # entries ordered by one Triton program; torch ops beyond
 PRIORITY_BUCKETS = 32  # work classes of the heaviest-first order (exact below 32 blocks)
-# claimed tiles: int32 counters, one per (head, q-block) pair (at most one per CTA), and at
-# CLAIM_DONE the count of CTAs done claiming
-CLAIM_SLOTS = 256
-CLAIM_DONE = tl.constexpr(CLAIM_SLOTS - 1)
 # entries up to which a pass ranks several classes in int64 bit fields (sm_90 at `build_warps`' 8:
 # 80-104 registers at 1,024-2,048 entries, 195 at 4,096, 253 and 40 spilled bytes at 8,192; 16
 # warps spilled more: 192 bytes at 8,192); beyond, one class per pass in int32
@@ -223,31 +213,6 @@ def tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair, t
 
 
 @triton.jit
-def claim_ticket(claims, pair, more, B):
-    """The next ticket (index into the pair's heaviest-first batches) of a pair's counter, or B
-    (none left) without claiming when not more."""
-    ticket = tl.atomic_add(claims + pair, 1, mask=more)
-    return tl.where(more, ticket, B)
-
-
-@triton.jit
-def claimed_entry(ticket, tile_entry, mb, B):
-    """(valid, b) of a ticket of q-block mb's heaviest-first batches (claim_ticket)."""
-    valid = ticket < B
-    e = tl.load(tile_entry + mb * B + ticket, mask=valid, other=0)
-    return valid, (e >> 32).to(tl.int32)
-
-
-@triton.jit
-def release_claims(claims, n_prog):
-    """A CTA is done claiming: the last of the n_prog zeroes every counter for the next launch
-    (the atomics order every CTA's claims before its count)."""
-    done = tl.atomic_add(claims + CLAIM_DONE, 1)
-    if done == n_prog - 1:
-        tl.store(claims + tl.arange(0, CLAIM_DONE + 1), tl.zeros([CLAIM_DONE + 1], tl.int32))
-
-
-@triton.jit
 def n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT: tl.constexpr):
     """Persistent-loop trip count of every CTA (the same for every warp role)."""
     if RESIDENT:
@@ -303,27 +268,13 @@ def _jfa_schedule_kernel(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, 
                          KV_STATIONARY: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                          BLOCK: tl.constexpr, NUM_BUCKETS: tl.constexpr, FIELDS: tl.constexpr,
                          FIELD_BITS: tl.constexpr, LAUNCH_DEPENDENTS: tl.constexpr):
-    """The schedule build (`write_schedule`) as a one-program kernel. LAUNCH_DEPENDENTS: the next
-    kernel, launched with PDL, may start its CTAs now (they wait in `wait_for_previous_kernel` for
-    this one to finish)."""
+    """Ordered entries. Q-stationary (forward, dq): entry = (b, q-block), work = KV blocks.
+    KV-stationary (dk/dv): entry = (b, kv-block of BLOCK_M rows), work = q steps of BLOCK_N rows.
+    FIELDS: classes ranked per pass (`schedule_fields`), in count fields of FIELD_BITS bits.
+    LAUNCH_DEPENDENTS: the next kernel, launched with PDL, may start its CTAs now (they wait in
+    `wait_for_previous_kernel` for this one to finish)."""
     if LAUNCH_DEPENDENTS:
         gdc_launch_dependents()
-    write_schedule(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, window, CAUSAL,
-                   HAS_WINDOW, BROADCAST_Q, KV_STATIONARY, BLOCK_M, BLOCK_N, BLOCK, NUM_BUCKETS,
-                   FIELDS, FIELD_BITS)
-
-
-@triton.jit
-def write_schedule(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, window,
-                   CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
-                   KV_STATIONARY: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                   BLOCK: tl.constexpr, NUM_BUCKETS: tl.constexpr, FIELDS: tl.constexpr,
-                   FIELD_BITS: tl.constexpr):
-    """Ordered entries into tile_entry, their count into n_entries, by the program's threads (the
-    build kernel's, or a forward CTA's own: `FwdConfig.local_order`). Q-stationary (forward, dq):
-    entry = (b, q-block), work = KV blocks. KV-stationary (dk/dv): entry = (b, kv-block of BLOCK_M
-    rows), work = q steps of BLOCK_N rows. FIELDS: classes ranked per pass (`schedule_fields`), in
-    count fields of FIELD_BITS bits."""
     e = tl.arange(0, BLOCK)
     in_range = e < B * NUM_MB
     b = tl.where(in_range, e // NUM_MB, 0)
@@ -478,38 +429,10 @@ def cached_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
     the next kernel may start).
     """
     config = (B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n, kv_stationary)
-    hit, keep = _cache_slot(q_off, k_off, config)
-    if hit is not None:
-        return hit
-    schedule = build_schedule(q_off, k_off, *config, launch_dependents=launch_dependents)
-    keep(schedule)
-    return schedule
-
-
-def local_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n):
-    """A Q-stationary schedule for a kernel that can write its own (`write_schedule` in each of its
-    CTAs: the forward's `FwdConfig.local_order`): (tile_entry, n_entries, ready). ready: the cached
-    schedule of these offsets and configuration (`cached_schedule`'s), which the kernel reads;
-    else buffers for the kernel to fill, kept in the cache where `cached_schedule` would keep a
-    build (so the batch's later calls find it, as they would the build's)."""
-    config = (B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n, False)
-    hit, keep = _cache_slot(q_off, k_off, config)
-    if hit is not None:
-        return (*hit, True)
-    schedule = (torch.empty(B * num_mb, device=k_off.device, dtype=torch.int64),
-                torch.empty(1, device=k_off.device, dtype=torch.int32))
-    keep(schedule)
-    return (*schedule, False)
-
-
-def _cache_slot(q_off, k_off, config: tuple):
-    """(the cached schedule of these offsets and configuration or None, a function keeping a new
-    one for them). Nothing is found or kept outside the front door's eager calls, for inference
-    tensors or while a CUDA graph is being captured (`cached_schedule`'s rules)."""
     versions = (tracked_version(k_off), 0 if q_off is None else tracked_version(q_off))
     if (not offsets_versioned() or None in versions
             or (k_off.is_cuda and torch.cuda.is_current_stream_capturing())):
-        return None, lambda schedule: None
+        return build_schedule(q_off, k_off, *config, launch_dependents=launch_dependents)
     per_offsets = _SCHEDULES.get(k_off)
     if per_offsets is None:
         per_offsets = _SCHEDULES[k_off] = {}
@@ -518,13 +441,12 @@ def _cache_slot(q_off, k_off, config: tuple):
     if hit is not None:
         q_ref, seen_versions, schedule = hit
         if (q_ref is None or q_ref() is q_off) and seen_versions == versions:
-            return schedule, None
-
-    def keep(schedule):
-        for stale in [k for k, (ref, _, _) in per_offsets.items() if ref is not None and ref() is None]:
-            del per_offsets[stale]  # query offsets that died (e.g. a per-call arange) while k_off lives
-        per_offsets[key] = (None if q_off is None else weakref.ref(q_off), versions, schedule)
-    return None, keep
+            return schedule
+    schedule = build_schedule(q_off, k_off, *config, launch_dependents=launch_dependents)
+    for stale in [k for k, (ref, _, _) in per_offsets.items() if ref is not None and ref() is None]:
+        del per_offsets[stale]  # query offsets that died (e.g. a per-call arange) while k_off lives
+    per_offsets[key] = (None if q_off is None else weakref.ref(q_off), versions, schedule)
+    return schedule
 
 
 def clear_schedule_cache() -> None:

@@ -379,12 +379,6 @@ def short_key_cases() -> list[Case]:
             Case("bcast", 300, 192, 90, 2, 2, grid=3)]
 
 
-# the split tile's group rules beside the alternating one, both off: what a split-tile test sets
-# beside a switch that needs one head per tile or the ping-pong tile (either may be a default in
-# tlx_hopper.SPLIT_TILE_FIELDS)
-NO_GROUP_RULE = {"balanced_split": False, "free_group_split": False}
-
-
 def split_tiles_cases() -> list[Case]:
     """Broadcast Q with q_len 128 and short keys, where `FwdConfig.split_tiles` runs: odd lengths,
     sequences without keys (0 to 33 keys: many), all sequences one key long, fp16, GQA, a grid of 3
@@ -731,9 +725,9 @@ def test_forward_switch_changes_no_value(case, field):
     out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
     flipped = dataclasses.replace(default, **{field: not getattr(default, field)})
     if flipped.split_tiles and flipped.late_p_cast:
-        # split tiles need the early cast: the late one runs in the ping-pong tile (without the
-        # split tile's group rule), which computes the same values (test_split_tiles_changes_no_value)
-        flipped = dataclasses.replace(flipped, split_tiles=False, **NO_GROUP_RULE)
+        # split tiles need the early cast: the late one runs in the ping-pong tile, which computes
+        # the same values (test_split_tiles_changes_no_value)
+        flipped = dataclasses.replace(flipped, split_tiles=False)
     out_f, lse_f = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=flipped)
     assert torch.equal(out, out_f) and torch.equal(lse, lse_f)
 
@@ -767,8 +761,7 @@ def test_split_tiles_changes_no_value(case):
     q, k, v, q_off, k_off, _, _ = inputs
     assert default.split_tiles  # the launcher takes it for these calls
     with persistent_grid(case.grid):
-        pingpong = dataclasses.replace(default, split_tiles=False, late_p_cast=True,
-                                       **NO_GROUP_RULE)
+        pingpong = dataclasses.replace(default, split_tiles=False, late_p_cast=True)
         out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
         out_p, lse_p = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=pingpong)
     assert torch.equal(out, out_p) and torch.equal(lse, lse_p)
@@ -776,107 +769,12 @@ def test_split_tiles_changes_no_value(case):
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", split_tiles_cases(), ids=lambda c: c.name)
-def test_balanced_split_changes_no_value(case):
-    """FwdConfig.balanced_split (a split tile to the group with less estimated work, not every
-    other one) flipped from the launcher's choice, against the reference and bit-identical with
-    that choice: a tile's computation does not depend on its group. The cases include a grid of 3
-    (hundreds of tiles per CTA, so the groups' owners drift far from alternation) and idle
-    groups."""
-    _check_split_tile_switches(case, lambda default: {
-        **NO_GROUP_RULE, "balanced_split": not default.balanced_split})
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", split_tiles_cases(), ids=lambda c: c.name)
-def test_free_group_split_changes_no_value(case):
-    """FwdConfig.free_group_split (a split tile to whichever group reaches it first, decided at run
-    time through shared-memory flags) against the reference and bit-identical with the launcher's
-    split tile: a tile taken by both groups at once, or by either, computes the same bytes, and one
-    taken by neither would show as unwritten (NaN-poisoned) rows. The grid of 3 walks hundreds of
-    tiles per CTA (the flag ring's 16 slots wrap many times); sequences without keys let a free
-    group race ahead over empty tiles."""
-    _check_split_tile_switches(case, lambda default: {
-        **NO_GROUP_RULE, "free_group_split": not default.free_group_split})
-
-
-def _check_split_tile_switches(case: Case, switches_of) -> None:
-    """The launcher's split tile with the fields `switches_of(its config)` changed, against the
-    reference and bit-identical with the launcher's split tile (which they must change)."""
-    from kernels import tlx_hopper
-
-    inputs = make_inputs(case, zlib.crc32(case.name.encode()))
-    q, k, v, q_off, k_off, _, _ = inputs
-    params = _params(case, 1 / math.sqrt(case.d))
-    with persistent_grid(case.grid):
-        default = tlx_hopper.call_fwd_config(q, k, k_off, params)
-    switches = switches_of(default)
-    res = check_forward(case, inputs=inputs, overrides={**tlx_hopper.SPLIT_TILE_FIELDS, **switches})
-    assert res["ok"], res
-    switched = dataclasses.replace(default, **switches)
-    assert default.split_tiles and switched != default
-    with persistent_grid(case.grid):
-        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
-        out_s, lse_s = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=switched)
-    assert torch.equal(out, out_s) and torch.equal(lse, lse_s)
-
-
-def head_pairs_cases() -> list[Case]:
-    """The split-tile cases with as many key heads as query heads (two or four): odd lengths,
-    sequences without keys, one-key sequences, fp16, a grid of 3 CTAs, fewer tiles than CTAs."""
-    return [Case("bcast", 200, 128, 200, 2, 2), Case("bcast", 64, 128, 33, 4, 4),
-            Case("bcast", 120, 128, 150, 4, 4, 128, "fp16"), Case("bcast", 301, 128, 90, 2, 2, grid=3),
-            Case("bcast", 40, 128, 60, 2, 2, lens="one"), Case("bcast", 7, 128, 120, 4, 4),
-            Case("bcast", 100, 128, 1000, 4, 4, lens="skew", grid=6)]
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("pingpong", (False, True), ids=("free", "pingpong"))
-@pytest.mark.parametrize("case", head_pairs_cases(), ids=lambda c: c.name)
-def test_head_pairs_change_no_value(case, pingpong):
-    """FwdConfig.head_pairs (a tile = two heads' q-blocks of one batch element, both heads' K/V
-    rows loaded together; with pair_pingpong the groups' QK^T issues alternate) against the
-    reference, and bit-identical with the split tile of one head: every row sees the same wgmma
-    and softmax sequence."""
-    # one head per tile is what the balanced split needs: off beside head pairs
-    _check_split_tile_switches(case, lambda default: {
-        "head_pairs": True, "num_buf_kv": 3, "pair_pingpong": pingpong, **NO_GROUP_RULE})
-
-
-@pytest.mark.gpu
-def test_head_pairs_refusals():
-    """GQA (two query heads per key head) is refused with the rule, not read from the wrong
-    columns; the pair ping-pong without head pairs likewise."""
-    from kernels import tlx_hopper
-
-    case = Case("bcast", 20, 128, 100, 4, 2)
-    q, k, v, q_off, k_off, _, _ = make_inputs(case, 0)
-    params = _params(case, 1 / math.sqrt(case.d))
-    config = dataclasses.replace(tlx_hopper.call_fwd_config(q, k, k_off, params), head_pairs=True,
-                                 num_buf_kv=3, **NO_GROUP_RULE)
-    with pytest.raises(ValueError, match="head_pairs needs as many key heads as query heads, an "
-                                         "even number, got 4 and 2"):
-        tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
-    alone = dataclasses.replace(config, head_pairs=False, pair_pingpong=True)
-    with pytest.raises(ValueError, match="pair_pingpong needs head_pairs"):
-        tlx_hopper.forward(q, k, v, q_off, k_off, params, config=alone)
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", shift_tail_cases(), ids=lambda c: c.name)
 def test_shift_tail(case):
     """FwdConfig.shift_tail (a sequence's partial last K/V block loaded ending at its last key)
-    against the reference (the launcher's choice at D = 128: asserted); with head pairs too where
-    the case allows them."""
-    inputs, _, default = _switch_against_reference(case, {"shift_tail": True})
+    against the reference (the launcher's choice at D = 128: asserted)."""
+    _, _, default = _switch_against_reference(case, {"shift_tail": True})
     assert default.shift_tail == (case.d == 128)
-    if default.split_tiles and case.hq == case.hkv and case.hq % 2 == 0:
-        res = check_forward(case, inputs=inputs, overrides={
-            "shift_tail": True, "head_pairs": True, "num_buf_kv": 3, **NO_GROUP_RULE})
-        assert res["ok"], res
 
 
 @pytest.mark.gpu
@@ -940,182 +838,6 @@ def test_split_tiles_refuses_a_call_it_cannot_run():
 
     _assert_refused(Case("bcast", 20, 128, 100, 2, 2, 128, "bf16", True),
                     dict(tlx_hopper.SPLIT_TILE_FIELDS), "split_tiles needs no causal or window mask")
-
-
-def claim_cases() -> list[Case]:
-    """Resident broadcast calls for `FwdConfig.claim_tiles`: the split tile's cases (lengths around
-    its 32-key blocks, sequences without keys, one-key sequences, a grid of 3, skewed lengths),
-    three groups in ping-pong (q192), q_len 100, causal and windowed masks, GQA, D=64, long keys,
-    fp16, more CTAs than batch elements."""
-    return [*split_tiles_cases(), Case("bcast", 100, 192, 300, 3, 3),
-            Case("bcast", 80, 100, 130, 2, 2, 128, "fp16", grid=5),
-            Case("bcast", 60, 128, 300, 2, 2, 128, "bf16", True, grid=4),
-            Case("bcast", 60, 192, 260, 2, 1, 128, "bf16", False, 37),
-            Case("bcast", 60, 128, 300, 2, 2, 64), Case("bcast", 10, 128, 1500, 2, 2, lens="long"),
-            Case("bcast", 3, 128, 200, 2, 2)]
-
-
-def _claims_buffers_zero() -> bool:
-    """Every claims buffer the forward used is back to zero (each launch leaves it so)."""
-    from kernels import tlx_hopper
-
-    torch.cuda.synchronize()
-    return all(int(torch.count_nonzero(b)) == 0 for b in tlx_hopper._CLAIMS.values())
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", claim_cases(), ids=lambda c: c.name)
-def test_claimed_tiles_change_no_value(case):
-    """FwdConfig.claim_tiles (each CTA of a pair claims its next batch element at run time) against
-    the reference and bit-identical with the static deal, ten launches back to back (PDL: a launch
-    claims only once the one before has left its counters zero); with the split tile also under the
-    balanced split, the free-group split and head pairs. The claims buffer is zero after every
-    call."""
-    from kernels import tlx_hopper
-
-    inputs, params, default = _switch_against_reference(case, {"claim_tiles": True})
-    assert _claims_buffers_zero()
-    q, k, v, q_off, k_off, _, _ = inputs
-    with persistent_grid(case.grid):
-        variants = [{}]
-        if default.split_tiles:
-            variants.append({**NO_GROUP_RULE, "balanced_split": not default.balanced_split})
-            variants.append({**NO_GROUP_RULE, "free_group_split": not default.free_group_split})
-            if case.hq == case.hkv and case.hq % 2 == 0:
-                variants.append({"head_pairs": True, "num_buf_kv": 3, **NO_GROUP_RULE})
-        for fields in variants:
-            static = dataclasses.replace(default, **fields)
-            claimed = dataclasses.replace(static, claim_tiles=True)
-            out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=static)
-            runs = [tlx_hopper.forward(q, k, v, q_off, k_off, params, config=claimed)
-                    for _ in range(10)]
-            for out_c, lse_c in runs:
-                assert torch.equal(out, out_c) and torch.equal(lse, lse_c), fields
-            assert _claims_buffers_zero()
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-def test_claimed_tiles_replayed_from_a_cuda_graph():
-    """claim_tiles inside a CUDA graph (the claims buffer allocated before the capture, on the
-    capture's stream by the eager call): three replays give the eager O and LSE and leave the
-    counters zero."""
-    from kernels import tlx_hopper
-
-    case = Case("bcast", 120, 128, 150, 4, 4)
-    q, k, v, q_off, k_off, _, _ = make_inputs(case, 5)
-    params = _params(case, 1 / math.sqrt(case.d))
-    config = dataclasses.replace(tlx_hopper.call_fwd_config(q, k, k_off, params), claim_tiles=True)
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
-        stream.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream):
-            g_out, g_lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
-        for _ in range(3):
-            graph.replay()
-            stream.synchronize()
-            assert torch.equal(g_out, out) and torch.equal(g_lse, lse)
-    assert _claims_buffers_zero()
-
-
-@pytest.mark.gpu
-def test_claimed_tiles_need_the_resident_mode():
-    """claim_tiles is refused with its rule where the CTAs do not own a (head, q-block) pair each:
-    self-attention, and broadcast Q with more pairs than CTAs."""
-    for case in (Case("self", 20, 100, 100), Case("bcast", 20, 300, 100, 2, 2, grid=3)):
-        _assert_refused(case, {"claim_tiles": True}, "claim_tiles needs the resident mode")
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", claim_cases(), ids=lambda c: c.name)
-def test_local_order_changes_no_value(case):
-    """FwdConfig.local_order (no build kernel: the CTAs write the schedule themselves where it is
-    not cached): against the reference and bit-identical with the default, outside the front
-    door's promise (every call writes its own) and inside it, where the first call's schedule is
-    kept, equals `build_schedule`'s entry for entry, and is what the second call reads; and
-    beside the claimed tiles (with the split tile, the free-group rule or head pairs too)."""
-    from kernels import tlx_hopper, tlx_schedule
-    from kernels.common import versioned_offsets
-
-    inputs, params, default = _switch_against_reference(case, {"local_order": True})
-    q, k, v, q_off, k_off, _, _ = inputs
-    with persistent_grid(case.grid):
-        local = dataclasses.replace(default, local_order=True)
-        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
-        tlx_schedule.clear_schedule_cache()
-        with versioned_offsets():
-            first = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=local)
-            second = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=local)
-            plan = tlx_hopper._fwd_plan(q, k, k_off, case.B, params, local, False)
-            entries, count, ready = tlx_schedule.local_schedule(q_off, k_off, *plan.schedule)
-        want_entries, want_count = tlx_schedule.build_schedule(q_off, k_off, *plan.schedule)
-    assert ready and torch.equal(entries, want_entries) and torch.equal(count, want_count)
-    for out_l, lse_l in (first, second):
-        assert torch.equal(out, out_l) and torch.equal(lse, lse_l)
-    # beside the claimed deal (whose producer reads the entries this CTA wrote), and with the split
-    # tile also under the free-group rule or head pairs: the run-47 packages' bit-identical part
-    combined = [{"claim_tiles": True}]
-    if default.split_tiles:
-        combined.append({"claim_tiles": True, **NO_GROUP_RULE, "free_group_split": True})
-        if case.hq == case.hkv and case.hq % 2 == 0:
-            combined.append({"claim_tiles": True, "head_pairs": True, "num_buf_kv": 3,
-                             **NO_GROUP_RULE})
-    with persistent_grid(case.grid):
-        for fields in combined:
-            out_c, lse_c = tlx_hopper.forward(q, k, v, q_off, k_off, params,
-                                              config=dataclasses.replace(local, **fields))
-            assert torch.equal(out, out_c) and torch.equal(lse, lse_c), fields
-    assert _claims_buffers_zero()
-
-
-def prefetch_cases() -> list[Case]:
-    """Resident broadcast calls with one query head per key head, where `FwdConfig.prefetch_heads`
-    runs: the claim cases without GQA (the split tile's two-head cases: lengths around its
-    blocks, sequences without keys, one-key sequences, a grid of 3, skewed lengths; q192's three
-    heads in ping-pong, q_len 100, causal, D=64, long keys, more CTAs than elements) and the split
-    tile with four heads (fp16)."""
-    return [c for c in claim_cases() if c.hq == c.hkv] + [Case("bcast", 120, 128, 150, 4, 4, 128,
-                                                               "fp16")]
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", prefetch_cases(), ids=lambda c: c.name)
-def test_prefetched_heads_change_no_value(case):
-    """FwdConfig.prefetch_heads (the CTAs of every few heads prefetch the next heads' K/V rows into
-    L2 beside their own loads): against the reference and bit-identical with the default for every
-    count the heads allow, and beside the claimed tiles (whose heads' CTAs do not walk in step)."""
-    from kernels import tlx_hopper
-
-    counts = [n for n in range(1, case.hq) if case.hq % (n + 1) == 0]
-    inputs, params, default = _switch_against_reference(case, {"prefetch_heads": counts[-1]})
-    q, k, v, q_off, k_off, _, _ = inputs
-    with persistent_grid(case.grid):
-        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
-        variants = [{"prefetch_heads": n} for n in counts]
-        variants.append({"prefetch_heads": counts[-1], "claim_tiles": True})
-        for fields in variants:
-            out_p, lse_p = tlx_hopper.forward(q, k, v, q_off, k_off, params,
-                                              config=dataclasses.replace(default, **fields))
-            assert torch.equal(out, out_p) and torch.equal(lse, lse_p), fields
-    assert _claims_buffers_zero()
-
-
-@pytest.mark.gpu
-def test_prefetch_heads_refused_outside_its_rule():
-    """prefetch_heads is refused with its rule for GQA, a head count that is not a multiple of
-    prefetch_heads + 1, self-attention (no resident mode) and beside head pairs."""
-    rule = "prefetch_heads needs the resident mode"
-    pairs = {"prefetch_heads": 1, "head_pairs": True, "num_buf_kv": 3, **NO_GROUP_RULE}
-    for case, fields in ((Case("bcast", 60, 192, 260, 2, 1), {"prefetch_heads": 1}),
-                         (Case("bcast", 100, 192, 300, 3, 3), {"prefetch_heads": 1}),
-                         (Case("self", 20, 100, 100), {"prefetch_heads": 1}),
-                         (Case("bcast", 200, 128, 200, 2, 2), pairs)):
-        _assert_refused(case, fields, rule)
 
 
 def timeline_cases() -> list[Case]:

@@ -7,10 +7,9 @@ import torch
 
 from kernels.common import JFAParams
 from kernels.tlx_hopper import (SPLIT_TILE_FIELDS, BwdConfig, _descriptor, bwd_config,
-                                call_fwd_config, fuses_dq, fwd_config, head_pairs_refusal,
-                                o_by_tma_only, split_tiles_refusal,
-                                tile_window_for, uses_pma_roles, uses_pma_shared_roles,
-                                with_split_tiles)
+                                call_fwd_config, fuses_dq, fwd_config, o_by_tma_only,
+                                split_tiles_refusal, tile_window_for, uses_pma_roles,
+                                uses_pma_shared_roles, with_split_tiles)
 
 H200_L2 = 50 * 2**20
 
@@ -425,17 +424,6 @@ def test_split_tiles_refusal_names_the_rule(cfg, broadcast, q_len, pairs, n_prog
     assert rule in split_tiles_refusal(cfg, broadcast, q_len, pairs, n_prog, params)
 
 
-def test_head_pairs_refusal_names_the_rule():
-    pairs = _split_tiles_config(head_pairs=True, num_buf_kv=3)
-    assert head_pairs_refusal(pairs, 4, 4) is None
-    assert "needs split_tiles" in head_pairs_refusal(dataclasses.replace(pairs, split_tiles=False), 4, 4)
-    assert "got 4 and 2" in head_pairs_refusal(pairs, 4, 2)  # GQA
-    assert "got 3 and 3" in head_pairs_refusal(pairs, 3, 3)  # an odd head count
-    # two Q tiles, two O tiles and 32 KB per slot: four slots exceed the shared memory
-    assert "num_buf_kv <= 3 (shared memory), got 4" in head_pairs_refusal(
-        dataclasses.replace(pairs, num_buf_kv=4), 4, 4)
-
-
 @pytest.mark.parametrize("q_len, short_kv, pairs, n_prog, params, split", [
     (128, True, 4, 132, _PLAIN, True),    # PMA q128 at fill 0.1
     (128, False, 4, 132, _PLAIN, False),  # 64-key blocks
@@ -464,27 +452,6 @@ def _flip_script(relative: str):
     return module, (root / "kernels/tlx_hopper.py").read_text()
 
 
-def test_prepared_balanced_split_flip_still_applies():
-    """docs/kernels/tlx_hopper_run46/flip_balanced.py (the device calls' in-call flip) finds its
-    line exactly once, and the flipped line makes the split tile balanced; a second flip refuses
-    (on a flipped tree, as a device call's after its gate, only that)."""
-    import types
-
-    flip, text = _flip_script("docs/kernels/tlx_hopper_run46/flip_balanced.py")
-    if flip.NEW in text:  # already flipped
-        assert SPLIT_TILE_FIELDS.get("balanced_split") is True
-        with pytest.raises(ValueError, match="not as prepared"):
-            flip.flipped(text)
-        return
-    after = flip.flipped(text)
-    namespace = {"types": types}
-    exec(flip.NEW, namespace)
-    assert dict(namespace["SPLIT_TILE_FIELDS"]) == {**SPLIT_TILE_FIELDS, "balanced_split": True}
-    assert after.count(flip.NEW) == 1
-    with pytest.raises(ValueError, match="not as prepared"):
-        flip.flipped(after)
-
-
 def test_prepared_split_flip_applies():
     """docs/kernels/tlx_hopper_run47/flip_split.py (the run-47 calls' in-call flip after an A/B)
     adds the given fields to SPLIT_TILE_FIELDS' one line, keeping the others; an unknown field or
@@ -492,12 +459,11 @@ def test_prepared_split_flip_applies():
     import types
 
     flip, text = _flip_script("docs/kernels/tlx_hopper_run47/flip_split.py")
-    after = flip.flipped(text, {"free_group_split": True, "shift_tail": True})
+    after = flip.flipped(text, {"shift_tail": True})
     [line] = [ln for ln in after.splitlines() if ln.startswith("SPLIT_TILE_FIELDS = ")]
     namespace = {"types": types}
     exec(line, namespace)
-    assert dict(namespace["SPLIT_TILE_FIELDS"]) == {**SPLIT_TILE_FIELDS, "free_group_split": True,
-                                                    "shift_tail": True}
+    assert dict(namespace["SPLIT_TILE_FIELDS"]) == {**SPLIT_TILE_FIELDS, "shift_tail": True}
     assert after.replace(line, "") == text.replace(
         [ln for ln in text.splitlines() if ln.startswith("SPLIT_TILE_FIELDS = ")][0], "")
     with pytest.raises(ValueError, match="expected some of"):

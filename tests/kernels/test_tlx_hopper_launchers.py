@@ -21,9 +21,6 @@ from kernels.common import JFAParams  # noqa: E402
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "launch_pdl")
 N_SM = 132
-# session 47's four candidates on the split tile together (run 47's call A A/Bs this package)
-RUN47_PACKAGE = {**tlx_hopper.SPLIT_TILE_FIELDS, "shift_tail": True, "claim_tiles": True,
-                 "free_group_split": True, "balanced_split": False, "local_order": True}
 
 
 @pytest.fixture
@@ -158,25 +155,20 @@ def test_backward_preprocess_feeds_the_dkdv_pass(launches, h200, mode):
 
 
 
-@pytest.mark.parametrize("head_pairs", [False, True])
-def test_split_tile_forward_launch(launches, h200, head_pairs):
+def test_split_tile_forward_launch(launches, h200):
     """The short-key PMA q128 forward with split tiles: one resident CTA group per (head, q-block),
-    or with head_pairs per (head pair, q-block), each group's Q and O boxes a whole 128-row tile."""
+    each group's Q and O boxes a whole 128-row tile."""
     heads = 4
     call = _pma_call(128, heads)
     params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
     cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True), split_tiles=True,
                               late_p_cast=False)
-    if head_pairs:
-        cfg = dataclasses.replace(cfg, head_pairs=True, num_buf_kv=3)
     out, lse = tlx_hopper.forward(call["query"], call["key"], call["value"], None, call["key_offset"],
                                   params, config=cfg)
     [(name, grid, args)] = launches
-    groups = heads // 2 if head_pairs else heads  # the schedule's (heads, q-block) pairs
-    assert name == "jfa_fwd_kernel" and grid == (groups * (N_SM // groups),)
-    assert args["ctas_per_pair"] == N_SM // groups and args["H"] == heads
-    assert (args["SPLIT_TILES"], args["HEAD_PAIRS"], args["NUM_BUF_KV"]) == (True, head_pairs,
-                                                                            cfg.num_buf_kv)
+    assert name == "jfa_fwd_kernel" and grid == (heads * (N_SM // heads),)
+    assert args["ctas_per_pair"] == N_SM // heads and args["H"] == heads
+    assert (args["SPLIT_TILES"], args["NUM_BUF_KV"]) == (True, cfg.num_buf_kv)
     assert args["desc_q"].block_shape == args["desc_o"].block_shape == [128, 128]
     assert args["desc_o"].base is out and out.shape == (3 * 128, heads, 128)
     assert lse.shape == (heads, 3 * 128)
@@ -209,180 +201,6 @@ def test_forward_timeline_buffer(launches, h200, stamped):
     width = _timeline_width(args["NUM_GROUPS"], 1)
     assert t.buffer.shape == (grid[0], width) and t.num_groups == args["NUM_GROUPS"]
     assert args["timeline"] is t.buffer and args["timeline_stride"] == width
-
-
-@pytest.mark.parametrize("split", [False, True], ids=["pingpong", "split"])
-def test_balanced_split_needs_split_tiles(launches, h200, split):
-    """balanced_split reaches the kernel with split tiles, and without them is refused by its rule
-    before any launch."""
-    call = _pma_call(128, 4)
-    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
-    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True), split_tiles=split,
-                              late_p_cast=not split, balanced_split=True)
-    run = lambda: tlx_hopper.forward(call["query"], call["key"], call["value"], None,  # noqa: E731
-                                     call["key_offset"], params, config=cfg)
-    if not split:
-        with pytest.raises(ValueError, match="balanced_split needs split_tiles without head_pairs"):
-            run()
-        assert launches == []
-        return
-    run()
-    [(_, _, args)] = launches
-    assert args["BALANCED_SPLIT"] is True and args["SPLIT_TILES"] is True
-    assert args["SPLIT_TILE_COST"] == cfg.split_tile_cost == 2
-    cfg = dataclasses.replace(cfg, split_tile_cost=-1)
-    with pytest.raises(ValueError, match=r"split_tile_cost must be an int >= 0 \(K/V blocks\), got -1"):
-        run()
-
-
-@pytest.mark.parametrize("q_len", [128, 192])
-def test_claimed_forward_launch(launches, h200, monkeypatch, q_len):
-    """claim_tiles: the kernel gets the stream's claims buffer (`_claims`) and CLAIM_TILES, the split
-    tile's and the q192 ping-pong tile's alike, and a timeline rows for every batch element of a
-    pair (one CTA may claim them all); self-attention is refused by the rule before any launch."""
-    from kernels import tlx_schedule
-
-    buffer = torch.zeros(tlx_schedule.CLAIM_SLOTS, dtype=torch.int32)
-    monkeypatch.setattr(tlx_hopper, "_claims", lambda device: buffer)
-    heads = 4
-    call = _pma_call(q_len, heads)
-    params = JFAParams(max_seq_len_q=q_len, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
-    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, q_len, short_kv=True), claim_tiles=True)
-    stamps = []
-    tlx_hopper.forward(call["query"], call["key"], call["value"], None, call["key_offset"], params,
-                       config=cfg, timeline=stamps)
-    [(_, grid, args)] = launches
-    assert args["claims"] is buffer and args["CLAIM_TILES"] is True
-    assert args["ctas_per_pair"] == N_SM // heads and grid == (heads * (N_SM // heads),)
-    [t] = stamps  # three batch elements: up to three iterations per CTA
-    assert t.buffer.shape[1] == _timeline_width(args["NUM_GROUPS"], 3)
-    self_q = call["key"].clone()
-    self_params = JFAParams(max_seq_len_q=70, max_seq_len_kv=70, sm_scale=128 ** -0.5)
-    self_cfg = dataclasses.replace(tlx_hopper.fwd_config(128, False, 0), claim_tiles=True)
-    with pytest.raises(ValueError, match=r"claim_tiles needs the resident mode: broadcast_q with "
-                                         r"heads \* q-blocks <= CTAs"):
-        tlx_hopper.forward(self_q, call["key"], call["value"], call["key_offset"],
-                           call["key_offset"], self_params, config=self_cfg)
-    # more pairs than the buffer has counters: refused, no counter past its end
-    monkeypatch.setattr(tlx_hopper, "CLAIM_SLOTS", heads)
-    with pytest.raises(ValueError, match=f"claim_tiles needs fewer than {heads} \\(head, q-block\\) "
-                                         f"pairs \\(the claims buffer's counters\\), got {heads}"):
-        tlx_hopper.forward(call["query"], call["key"], call["value"], None, call["key_offset"],
-                           params, config=cfg)
-    assert len(launches) == 1
-
-
-@pytest.mark.parametrize("other", ["pingpong", "head_pairs", "balanced"])
-def test_free_group_split_refused_beside_another_group_rule(launches, h200, other):
-    """free_group_split reaches the kernel with the split tile alone; without split tiles, or beside
-    head pairs or the balanced split (other rules for the same choice), its rule before any
-    launch."""
-    call = _pma_call(128, 4)
-    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
-    split = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True), split_tiles=True,
-                                late_p_cast=False, free_group_split=True)
-    run = lambda cfg: tlx_hopper.forward(call["query"], call["key"], call["value"], None,  # noqa: E731
-                                         call["key_offset"], params, config=cfg)
-    run(split)
-    [(_, _, args)] = launches
-    assert args["FREE_GROUP"] is True and args["BALANCED_SPLIT"] is False
-    bad = {"pingpong": dict(split_tiles=False, late_p_cast=True),
-           "head_pairs": dict(head_pairs=True, num_buf_kv=3),
-           "balanced": dict(balanced_split=True)}[other]
-    with pytest.raises(ValueError, match="free_group_split needs split_tiles without head_pairs or "
-                                         "balanced_split"):
-        run(dataclasses.replace(split, **bad))
-    assert len(launches) == 1
-
-
-def test_local_order_launches_no_build(launches, h200, monkeypatch):
-    """local_order: no schedule build launched. Outside the front door's promise every call's
-    kernel writes its schedule (LOCAL_ORDER); inside it the first call's does and its buffers are
-    kept, and the second call's kernel reads them (the static build, the same buffers). Beyond the
-    resident mode: the rule, before any launch."""
-    from kernels import tlx_schedule
-    from kernels.common import versioned_offsets
-
-    call = _pma_call(128, 4)
-    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
-    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True), local_order=True)
-    run = lambda: tlx_hopper.forward(call["query"], call["key"], call["value"], None,  # noqa: E731
-                                     call["key_offset"], params, config=cfg)
-    tlx_schedule.clear_schedule_cache()
-    run()
-    with versioned_offsets():
-        run()
-        run()
-    names = [name for name, _, _ in launches]
-    assert names == ["jfa_fwd_kernel"] * 3
-    (_, _, plain), (_, _, first), (_, _, second) = launches
-    assert plain["LOCAL_ORDER"] and first["LOCAL_ORDER"] and not second["LOCAL_ORDER"]
-    assert first["ORDER_BLOCK"] == 16 and second["ORDER_BLOCK"] == 0  # three entries
-    assert second["tile_entry"] is first["tile_entry"] and second["n_entries"] is first["n_entries"]
-    assert plain["tile_entry"] is not first["tile_entry"]
-    tlx_schedule.clear_schedule_cache()
-    monkeypatch.setattr(tlx_hopper, "GRID_OVERRIDE", 2)  # four heads' pairs over two CTAs
-    with pytest.raises(ValueError, match=r"local_order needs the resident mode \(broadcast_q with "
-                                         r"heads \* q-blocks <= CTAs\) and at most 2048 schedule "
-                                         r"entries, got resident False, 3 entries"):
-        run()
-    assert len(launches) == 3
-
-
-def test_run47_package_launches_one_kernel_with_all_four(launches, h200, monkeypatch):
-    """The split tile with session 47's four candidates together (call A's package A/B): one
-    forward launch, no build, every switch reaching the kernel and the claims buffer with them."""
-    from kernels import tlx_schedule
-
-    buffer = torch.zeros(tlx_schedule.CLAIM_SLOTS, dtype=torch.int32)
-    monkeypatch.setattr(tlx_hopper, "_claims", lambda device: buffer)
-    call = _pma_call(128, 4)
-    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
-    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True),
-                              **RUN47_PACKAGE)
-    tlx_schedule.clear_schedule_cache()
-    tlx_hopper.forward(call["query"], call["key"], call["value"], None, call["key_offset"], params,
-                       config=cfg)
-    [(name, _, args)] = launches
-    assert name == "jfa_fwd_kernel" and args["claims"] is buffer and args["SPLIT_TILES"] is True
-    for switch in ("SHIFT_TAIL", "CLAIM_TILES", "FREE_GROUP", "LOCAL_ORDER"):
-        assert args[switch] is True, switch
-    assert args["BALANCED_SPLIT"] is False
-
-
-def test_prefetch_heads_launch_and_rule(launches, h200):
-    """prefetch_heads reaches the kernel as PREFETCH_HEADS (the split tile, four heads, one CTA's
-    prefetches completing each row); with GQA, or a head count that is not a multiple of
-    prefetch_heads + 1, the rule before any launch."""
-    call = _pma_call(128, 4)
-    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
-    split = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True),
-                                **tlx_hopper.SPLIT_TILE_FIELDS)
-    run = lambda cfg, key, value: tlx_hopper.forward(  # noqa: E731
-        call["query"], key, value, None, call["key_offset"], params, config=cfg)
-    run(dataclasses.replace(split, prefetch_heads=3), call["key"], call["value"])
-    [(_, _, args)] = launches
-    assert args["PREFETCH_HEADS"] == 3 and args["SPLIT_TILES"] is True
-    key, value = call["key"][:, :2].contiguous(), call["value"][:, :2].contiguous()
-    for cfg, k, v, got in ((dataclasses.replace(split, prefetch_heads=1), key, value, "4 query / 2 key"),
-                           (dataclasses.replace(split, prefetch_heads=2), call["key"], call["value"],
-                            "4 query / 4 key")):
-        with pytest.raises(ValueError, match=f"prefetch_heads needs the resident mode .* got resident "
-                                             f"True, {got} heads, head_pairs False"):
-            run(cfg, k, v)
-    assert len(launches) == 1
-
-
-def test_head_pairs_refused_before_any_launch(launches, h200):
-    """GQA with head_pairs: the rule, and nothing launched."""
-    call = _pma_call(128, 4)
-    key, value = call["key"][:, :2].contiguous(), call["value"][:, :2].contiguous()
-    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
-    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True), split_tiles=True,
-                              late_p_cast=False, head_pairs=True, num_buf_kv=3)
-    with pytest.raises(ValueError, match="head_pairs needs as many key heads as query heads"):
-        tlx_hopper.forward(call["query"], key, value, None, call["key_offset"], params, config=cfg)
-    assert launches == []
 
 
 @pytest.fixture
@@ -443,7 +261,7 @@ def test_forward_plan_follows_what_it_reads(launches, h200, plan_builds, monkeyp
     mid_off = torch.tensor([0, 300, 600, 900], dtype=torch.int32)
     run(mid, mid, mid_off)
     run(call["key"], call["value"], call["key_offset"])
-    cfg = dataclasses.replace(plan_builds[0], split_tile_cost=3)
+    cfg = dataclasses.replace(plan_builds[0], tile_window=0)  # another config (unread when resident)
     run(call["key"], call["value"], call["key_offset"], config=cfg)
     run(call["key"], call["value"], call["key_offset"], timeline=[])
     monkeypatch.setattr(tlx_hopper, "GRID_OVERRIDE", 2)  # fewer CTAs than heads: no resident mode
@@ -459,9 +277,10 @@ def test_bad_forward_config_refused_on_every_call(launches, h200, plan_builds):
     """A configuration that breaks a rule leaves no plan behind: every call raises, none launches."""
     call = _pma_call(128, 4)
     params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
-    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True), pair_pingpong=True)
+    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True),
+                              skip_idle_groups=True)
     for _ in range(2):
-        with pytest.raises(ValueError, match="pair_pingpong needs head_pairs"):
+        with pytest.raises(ValueError, match="skip_idle_groups needs self/cross attention"):
             tlx_hopper.forward(call["query"], call["key"], call["value"], None, call["key_offset"],
                                params, config=cfg)
     assert launches == [] and plan_builds == [] and tlx_hopper._FWD_PLANS == {}

@@ -16,10 +16,9 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.tlx_schedule import (CLAIM_SLOTS, PACKED_MAX_BLOCK, PRIORITY_BUCKETS, build_schedule,
-                                  claim_ticket, claimed_entry, kv_block_range, kv_unmasked_range,
-                                  n_iterations, q_block_range, release_claims, schedule_fields,
-                                  seq_bounds, tile_at)
+from kernels.tlx_schedule import (PACKED_MAX_BLOCK, PRIORITY_BUCKETS, build_schedule,
+                                  kv_block_range, kv_unmasked_range, n_iterations, q_block_range,
+                                  schedule_fields, seq_bounds, tile_at)
 from tests.kernels.plain_triton import DEVICE, INTERPRET, needs_gpu_or_interpreter
 
 _OLD_INTERPRETER = INTERPRET and tuple(int(x) for x in triton.__version__.split(".")[:2]) < (3, 7)
@@ -354,38 +353,3 @@ def test_helpers_compile_with_integer_arguments_of_one(resident):
             f"c({resident})")
     result = run_without_interpreter(["-c", code], timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-
-
-@triton.jit
-def _claim_probe_kernel(claims, tile_entry, rec, B, ctas_per_pair, NUM_MB):
-    """Every program claims its pair's tiles until none is left, as the forward's producer does
-    (`FwdConfig.claim_tiles`), recording each claimed element at rec[pair, element] (+1 per claim),
-    then counts itself done (the last one zeroes the counters)."""
-    pid = tl.program_id(0)
-    pair = pid // ctas_per_pair
-    mb = pair % NUM_MB
-    ticket = claim_ticket(claims, pair, pid >= 0, B)
-    valid, b = claimed_entry(ticket, tile_entry, mb, B)
-    while valid:
-        tl.atomic_add(rec + pair * B + b, 1)
-        ticket = claim_ticket(claims, pair, valid, B)
-        valid, b = claimed_entry(ticket, tile_entry, mb, B)
-    release_claims(claims, tl.num_programs(0))
-
-
-@pytest.mark.parametrize("B,pairs,ctas_per_pair", [(7, 2, 3), (40, 3, 5), (1, 1, 4)])
-def test_claimed_tiles_go_out_once_and_the_counters_return_to_zero(B, pairs, ctas_per_pair):
-    """tlx_schedule's claimed deal: over a launch every (pair, element) of the heaviest-first list
-    is claimed exactly once whatever the number of CTAs per pair (more CTAs than elements too), and
-    the last CTA done leaves every counter zero, so the next launch starts from ticket 0 (run twice
-    on one buffer)."""
-    g = torch.Generator().manual_seed(B * 31 + pairs)
-    num_mb = 1 if pairs == 1 else pairs - 1  # pairs of one or more q-blocks
-    order = torch.stack([torch.randperm(B, generator=g) for _ in range(num_mb)]).reshape(-1)
-    tile_entry = (order.to(torch.int64) << 32).to(DEVICE)
-    claims = torch.zeros(CLAIM_SLOTS, dtype=torch.int32, device=DEVICE)
-    for _ in range(2):
-        rec = torch.zeros(pairs * B, dtype=torch.int32, device=DEVICE)
-        _claim_probe_kernel[(pairs * ctas_per_pair,)](claims, tile_entry, rec, B, ctas_per_pair, num_mb)
-        assert torch.equal(rec.cpu(), torch.ones(pairs * B, dtype=torch.int32))
-        assert int(torch.count_nonzero(claims)) == 0

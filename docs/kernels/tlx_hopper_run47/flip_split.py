@@ -14,7 +14,9 @@ from pathlib import Path
 
 PATH = Path(__file__).resolve().parents[3] / "kernels" / "tlx_hopper.py"
 LINE = re.compile(r"^SPLIT_TILE_FIELDS = types\.MappingProxyType\(\{(?P<body>[^}]*)\}\)\n", re.M)
-BOOLEAN_FIELDS = ("balanced_split", "free_group_split", "claim_tiles", "shift_tail")
+# trimmed to the FwdConfig booleans that still exist (balanced_split, free_group_split and
+# claim_tiles were removed after run 47's A/Bs)
+BOOLEAN_FIELDS = ("shift_tail",)
 
 
 def flipped(text: str, fields: dict[str, bool]) -> str:
