@@ -33,7 +33,7 @@ read by both groups; the producer loads K/V in tile order into the one ring, and
 and releases the other group's blocks unread.
 SHIFT_TAIL (`FwdConfig.shift_tail`; broadcast Q without a causal/window mask) loads a sequence's
 partial last K/V block ending at its last key (its first rows are the previous block's, masked)
-instead of reading the next sequence's rows.
+instead of reading the next sequence's rows (`fwd_config`'s choice at D = 128: run 47).
 KV blocks per tile come from `kv_block_range`, shared by every role; the blocks outside
 `kv_unmasked_range` (block 0 included, unless every real row sees all its keys) run the masked
 softmax, the rest without any mask.
