@@ -119,7 +119,11 @@ def selected_shapes(only: str) -> list[dict]:
 
 def build(sh, dtype=torch.bfloat16, d=128, seed=0):
     g = torch.Generator().manual_seed(seed)
-    kl = lengths(sh["B"], sh["max_kv"], sh["fill"], g)
+    return build_from_lengths(sh, lengths(sh["B"], sh["max_kv"], sh["fill"], g), dtype, d, seed)
+
+
+def build_from_lengths(sh, kl, dtype=torch.bfloat16, d=128, seed=0):
+    """Shape sh's inputs (on the GPU) for the key lengths kl (int64, one per batch element)."""
     k_off = torch.cat([torch.zeros(1, dtype=torch.int64), kl.cumsum(0)]).cuda().to(torch.int32)
     tk = int(kl.sum())
     H = sh["H"]
