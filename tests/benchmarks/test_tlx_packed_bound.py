@@ -1,5 +1,7 @@
-"""benchmarks/tlx_packed_bound.py's CPU parts: the packed lengths and the block counts (the A/B
-itself needs the H200)."""
+"""benchmarks/tlx_packed_bound.py's CPU parts: the packed lengths, the block counts and the A/B's
+sides with the device replaced by fakes (the timing itself needs the H200)."""
+
+import json
 
 import pytest
 import torch
@@ -53,3 +55,52 @@ def test_bad_lengths_or_block_are_refused(kl, block, match):
 def test_main_needs_a_gpu():
     with pytest.raises(SystemExit, match="needs a CUDA device"):
         main([])
+
+
+def test_the_ab_times_the_row_against_its_packed_lengths(monkeypatch):
+    """A side: the row's inputs; B side: the inputs built from its packed lengths at the launcher's
+    block_n; the real kernel on both (the device replaced by fakes; fbtriton for the imports)."""
+    pytest.importorskip("triton.language.extra.tlx")
+    from types import SimpleNamespace
+
+    from benchmarks import tlx_hopper_bench as tb
+    from benchmarks import tlx_packed_bound
+    from kernels import tlx_hopper, tlx_hopper_fwd
+
+    real, timed, built = tlx_hopper_fwd.jfa_fwd_kernel, [], []
+    kl = torch.tensor([5, 40, 70, 0])
+
+    def inputs(lengths):
+        return dict(q="q", k=f"k{len(built)}", v="v", q_off=None, k_off="off", kl=lengths)
+
+    def build_from_lengths(sh, lengths):
+        built.append(lengths)
+        return inputs(lengths)
+
+    def forward(q, k, v, q_off, k_off, params):
+        assert tlx_hopper_fwd.jfa_fwd_kernel is real
+        timed.append(k)
+        return None, None
+
+    def bench(fn, grads=None):
+        fn()
+        return 0.9 if timed[-1] == "k0" else 0.8
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(tb, "build", lambda sh: inputs(kl))
+    monkeypatch.setattr(tb, "build_from_lengths", build_from_lengths)
+    monkeypatch.setattr(tb, "shape_params", lambda sh, x: None)
+    monkeypatch.setattr(tb, "bench", bench)
+    monkeypatch.setattr(tb, "flush_us", lambda: 75.0)
+    monkeypatch.setattr(tlx_hopper, "call_fwd_config", lambda *args: SimpleNamespace(block_n=32))
+    monkeypatch.setattr(tlx_hopper, "forward", forward)
+    rows = []
+    monkeypatch.setattr("builtins.print", lambda line, **kw: rows.append(line))
+    assert tlx_packed_bound.main(["--only", "PMA q128 fill0.1", "--rounds", "2"]) == 0
+    assert tlx_hopper_fwd.jfa_fwd_kernel is real
+    assert torch.equal(built[0], packed_lengths(kl, 32))  # 115 keys -> 4 blocks of 32 -> 32 each
+    assert timed[2:] == ["k0", "k1", "k1", "k0"]  # after one warm call each: A, then B | B A
+    row = json.loads(rows[0])
+    assert (row["block_n"], row["keys"], row["packed_keys"]) == (32, 115, 128)
+    assert (row["blocks_per_head"], row["packed_blocks_per_head"]) == (6, 4)
+    assert row["packed_ratio"] == pytest.approx(0.8 / 0.9)
