@@ -72,6 +72,21 @@ def variant_kernel(variant: str, source: str | None = None):
     return module.jfa_fwd_kernel
 
 
+def launching(kernel, fn):
+    """fn, called with `tlx_hopper.forward` launching `kernel` in place of the forward kernel (the
+    module attribute the launcher reads at each call), which is restored after the call."""
+    from kernels import tlx_hopper_fwd
+
+    def call():
+        real = tlx_hopper_fwd.jfa_fwd_kernel
+        tlx_hopper_fwd.jfa_fwd_kernel = kernel
+        try:
+            return fn()
+        finally:
+            tlx_hopper_fwd.jfa_fwd_kernel = real
+    return call
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", default="PMA q128 fill0.1", help="tlx_hopper_bench shapes (comma-separated substrings)")
@@ -87,11 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1:
         raise SystemExit(f"--rounds: must be >= 1, got {args.rounds}")
     from benchmarks import tlx_hopper_bench as tb
-    from kernels import tlx_hopper, tlx_hopper_fwd
+    from kernels import tlx_hopper
 
     variant = "file" if args.kernel_file else args.variant
     source = Path(args.kernel_file).read_text() if args.kernel_file else None
-    real, bound = tlx_hopper_fwd.jfa_fwd_kernel, variant_kernel(variant, source)
+    bound = variant_kernel(variant, source)
     rows = []
     for sh in tb.selected_shapes(args.only):
         x = tb.build(sh)
@@ -100,13 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         def forward(x=x, params=params):
             return tlx_hopper.forward(x["q"], x["k"], x["v"], x["q_off"], x["k_off"], params)
 
-        def forward_bound():
-            tlx_hopper_fwd.jfa_fwd_kernel = bound  # what tlx_hopper.forward imports at its call
-            try:
-                return forward()
-            finally:
-                tlx_hopper_fwd.jfa_fwd_kernel = real
-
+        forward_bound = launching(bound, forward)
         out, lse = forward_bound()
         row = dict(name=sh["name"], variant=variant)
         if variant == "nomath":  # its O is zeros: the variant ran, not the real kernel

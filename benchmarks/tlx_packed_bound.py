@@ -62,13 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1:
         raise SystemExit(f"--rounds: must be >= 1, got {args.rounds}")
     from benchmarks import tlx_hopper_bench as tb
+    from benchmarks.tlx_fwd_bound import launching, variant_kernel
     from kernels import tlx_hopper, tlx_hopper_fwd
 
-    real_kernel = tlx_hopper_fwd.jfa_fwd_kernel
-    kernel = real_kernel
-    if args.variant == "nomath":
-        from benchmarks.tlx_fwd_bound import variant_kernel
-        kernel = variant_kernel("nomath")
+    kernel = variant_kernel("nomath") if args.variant == "nomath" else tlx_hopper_fwd.jfa_fwd_kernel
     rows = []
     for sh in tb.selected_shapes(args.only):
         if sh["kind"] != "bcast":
@@ -79,15 +76,11 @@ def main(argv: list[str] | None = None) -> int:
         kl_packed = packed_lengths(x["kl"], block)
         y = tb.build_from_lengths(sh, kl_packed)
 
-        def call(inputs, params=params):
-            tlx_hopper_fwd.jfa_fwd_kernel = kernel  # what tlx_hopper.forward imports at its call
-            try:
-                return tlx_hopper.forward(inputs["q"], inputs["k"], inputs["v"], inputs["q_off"],
-                                          inputs["k_off"], params)
-            finally:
-                tlx_hopper_fwd.jfa_fwd_kernel = real_kernel
+        def side(inputs, params=params):
+            return launching(kernel, lambda: tlx_hopper.forward(
+                inputs["q"], inputs["k"], inputs["v"], inputs["q_off"], inputs["k_off"], params))
 
-        real, packed = (lambda: call(x)), (lambda: call(y))
+        real, packed = side(x), side(y)
         real(), packed()
         tb.clear_timed()
         ab = tb.ab_rounds(tb.bench(real), real, packed, rounds=args.rounds)
