@@ -64,7 +64,7 @@ def fwd_variants(overrides: dict | None = None):
                     + (f" {keys}" if keys else ""))
             yield name, cfg, d, dt, causal, window, bcast, q_len if bcast else 0
             shift = bcast and not (causal or window) and not cfg.shift_tail
-            if shift:  # the shifted tail where fwd_config leaves it off (broadcast Q at D = 64)
+            if shift:  # the shifted tail where the configuration leaves it off (by default: D = 64)
                 yield (name + " shift", dataclasses.replace(cfg, shift_tail=True), d, dt, causal,
                        window, bcast, q_len)
             if bcast:  # the launcher's split tiles where a resident call takes them (overrides too)

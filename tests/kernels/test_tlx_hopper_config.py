@@ -379,7 +379,7 @@ def test_call_config_shifts_the_tail_of_mask_free_calls_only(causal, window, shi
     """The launcher's choice (`call_fwd_config`) tells fwd_config whether the call has a mask."""
     from kernels import tlx_hopper
 
-    monkeypatch.setattr(tlx_hopper, "_l2_bytes", lambda device: 50 << 20)  # the H200's, no GPU here
+    monkeypatch.setattr(tlx_hopper, "_l2_bytes", lambda device: H200_L2)  # no GPU here
     query, key = torch.zeros(192, 2, 128), torch.zeros(4 * 300, 2, 128)
     key_offset = torch.arange(0, 5 * 300, 300)
     params = JFAParams(max_seq_len_q=192, max_seq_len_kv=300, sm_scale=None, causal=causal,
