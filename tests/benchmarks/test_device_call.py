@@ -334,3 +334,30 @@ def test_run48_call_a_then_run47s_tables_skip_the_suite_it_passed(tmp_path):
         assert 'FLIPS=""' in res.stdout and "flipped" not in res.stdout
         assert f"TESTED={int(tested)}" in res.stdout
         assert ("kernels tests" in res.stdout) != tested
+
+
+FAKE_PACKED_BOUND = """import json, sys
+out = sys.argv[sys.argv.index("--out") + 1]
+open(out, "w").write(json.dumps({"name": "PMA q128 fill0.1", "packed_ratio": 0.912}) + "\\n")
+"""
+
+
+@pytest.mark.parametrize("call_s,suite", [(560, True), (300, False)])
+def test_run48_one_call_times_a_table_and_the_bound_then_tests_where_330_s_are_left(tmp_path, call_s, suite):
+    """The folded call: a table, the packed bound, the suite only with its 390 s still ahead
+    (a short call keeps its tables instead), the checksum chained when the suite passed."""
+    _next_call(tmp_path)
+    (tmp_path / "tree/benchmarks").mkdir(parents=True)
+    (tmp_path / "tree/benchmarks/tlx_hopper_bench.py").write_text(FAKE_BENCH_ANY)
+    (tmp_path / "tree/benchmarks/tlx_packed_bound.py").write_text(FAKE_PACKED_BOUND)
+    script = (REPO / "docs/kernels/tlx_hopper_run48/call_one_script.sh").read_text()
+    res, out = run_call(tmp_path, "900 passed in 200.0s", "", call_s=call_s, script=script)
+    assert res.returncode == 0, res.stderr
+    assert "table bench48 1 rc=0 fb [2.0] fwd [1.5]" in res.stdout
+    assert "packed bound rc=0 [0.912]" in res.stdout
+    assert ("kernels tests rc=0 900 passed" in res.stdout) == suite
+    assert (tmp_path / "chain/tested_md5").exists() == suite
+    assert "table bench48b 1 rc=0" in res.stdout
+    with tarfile.open(out / "r.tgz") as tar:
+        names = {Path(n).name for n in tar.getnames()}
+    assert {"bench48_1.jsonl", "packed_bound.jsonl", "bench48b_1.jsonl"} <= names
