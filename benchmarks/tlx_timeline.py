@@ -24,9 +24,12 @@ Per sample (µs from the first CTA's entry; medians over CTAs unless said):
 - tiles: a group's tile time from its previous epilogue (its first from the PDL wait), fitted
   over all tiles as a + b * blocks (least squares), in ns and in SM cycles, and its median per
   block count.
+Then the first sample's first K/V ring turns (`turn_table`): when the producer issued each turn's
+K load and when each consumer group's wait for it ended (medians over the CTAs), which tells a
+group waiting on loads issued late from one waiting on loads in flight.
 The title gives the call's median time with the stamps and without them in the same regime: the
-stamps cost the split tile a few spilled words per tile (sm_90 compile check: 17 / 19 against
-3 / 5), so a difference there says how far the timeline is from the undisturbed kernel.
+stamps cost the split tile a few spilled words per tile (sm_90 compile check, session 50: 5 / 9
+against 5 / 7), so a difference there says how far the timeline is from the undisturbed kernel.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ def summarise(timeline: tlx_timeline.Timeline) -> dict:
     ends = buf[:, GROUP_END:GROUP_END + 2 * g:2]
     cta_end = ends.max(dim=1).values
     us = lambda ns: ns / 1e3  # noqa: E731
-    tiles = group_tiles(buf, g)
+    tiles = group_tiles(buf, g, timeline.ring_turns)
     first = {}
     for t in tiles:
         first[t["cta"]] = min(first.get(t["cta"], t["end"]), t["end"])
@@ -118,6 +121,31 @@ def table(samples: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def turn_table(timeline: tlx_timeline.Timeline, turns: int = 24) -> str:
+    """Markdown of a launch's first K/V ring turns (`kernels.tlx_timeline.ring_turn_stamps`), medians
+    over the CTAs in µs from their PDL wait: when the producer issued each turn's K load and when
+    each group's wait for it ended, with the group(s) whose tile it is (the most common owner)."""
+    by_turn: dict[int, list[dict]] = {}
+    for s in tlx_timeline.ring_turn_stamps(timeline.buffer.cpu(), timeline.num_groups):
+        if s["turn"] < turns:
+            by_turn.setdefault(s["turn"], []).append(s)
+    g = timeline.num_groups
+
+    def median_us(values: list) -> str:
+        kept = [v for v in values if v is not None]
+        return f"{statistics.median(kept) / 1e3:.2f}" if kept else ""
+
+    head = "| turn | its tile's group | issued (µs) | " + " | ".join(
+        f"group {i} waited until (µs)" for i in range(g)) + " |"
+    lines = [head, "|--:|:-:|--:|" + "--:|" * g]
+    for turn, stamps in sorted(by_turn.items()):
+        owners = statistics.mode(s["owners"] for s in stamps)
+        lines.append(f"| {turn} | {', '.join(map(str, owners))} | "
+                     + median_us([s["issued"] for s in stamps]) + " | "
+                     + " | ".join(median_us([s["seen"][i] for s in stamps]) for i in range(g)) + " |")
+    return "\n".join(lines)
+
+
 def plot(timeline: tlx_timeline.Timeline, path: str, title: str) -> None:
     """Each CTA a row, each group's tiles bars from its previous epilogue to its own (µs)."""
     import matplotlib
@@ -129,7 +157,7 @@ def plot(timeline: tlx_timeline.Timeline, path: str, title: str) -> None:
     t0 = int(buf[:, ENTRY].min())
     fig, ax = plt.subplots(figsize=(12, max(4, buf.shape[0] / 12)))
     colours = ("tab:blue", "tab:orange", "tab:green")
-    for t in group_tiles(buf, timeline.num_groups):
+    for t in group_tiles(buf, timeline.num_groups, timeline.ring_turns):
         ax.barh(t["cta"] + 0.3 * t["group"], t["ns"] / 1e3, left=(t["end"] - t["ns"] - t0) / 1e3,
                 height=0.3, color=colours[t["group"]], edgecolor="white", linewidth=0.3)
     for group in range(timeline.num_groups):
@@ -201,7 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.load:
         saved = torch.load(args.load)
-        title, timelines = saved["title"], [tlx_timeline.Timeline(**t) for t in saved["timelines"]]
+        # timelines saved before session 50 have no ring turns at their rows' end
+        title = saved["title"]
+        timelines = [tlx_timeline.Timeline(**{"ring_turns": 0, **t}) for t in saved["timelines"]]
     else:
         if not torch.cuda.is_available():
             raise SystemExit("tlx_timeline needs a CUDA device (and fbtriton) to record; --load reads a saved one")
@@ -212,9 +242,12 @@ def main(argv: list[str] | None = None) -> int:
         title += f"; call {with_ms:.4f} ms with the stamps, {without_ms:.4f} ms without (medians)"
         if args.save:
             torch.save(dict(title=title, timelines=[
-                dict(buffer=t.buffer.cpu(), num_groups=t.num_groups)
+                dict(buffer=t.buffer.cpu(), num_groups=t.num_groups, ring_turns=t.ring_turns)
                 for t in timelines]), args.save)
     text = f"## tlx forward timeline: {title}\n\n" + table([summarise(t) for t in timelines])
+    if timelines[0].ring_turns:
+        text += ("\n\nThe first K/V ring turns (sample 1; medians over the CTAs, µs from their PDL "
+                 "wait):\n\n" + turn_table(timelines[0]))
     print(text)
     if args.out:
         with open(args.out, "w") as f:

@@ -47,8 +47,8 @@ import triton.language.extra.tlx as tlx
 
 from kernels.tlx_schedule import (kv_block_range, kv_unmasked_range, n_iterations, seq_bounds,
                                   tile_at, wait_for_previous_kernel)
-from kernels.tlx_timeline import (ENTRY, GROUP_END, READY, mark, mark_sm, mark_tile, now,
-                                  store_stamp)
+from kernels.tlx_timeline import (ENTRY, GROUP_END, READY, mark, mark_ring_turn, mark_sm, mark_tile,
+                                  now, store_stamp)
 
 BM_SPLIT = tl.constexpr(64)  # query rows per consumer group of a ping-pong tile (wgmma M)
 PINGPONG_BAR = tl.constexpr(9)  # named barriers PINGPONG_BAR + c, c < NUM_GROUPS
@@ -195,11 +195,14 @@ def _rescale(acc, alpha, LAZY_RESCALE: tl.constexpr):
 
 @triton.jit
 def _issue_qk(q_buf, k_tiles, k_fulls, cnt, cid: tl.constexpr, NUM_GROUPS: tl.constexpr,
-              NUM_BUF_KV: tl.constexpr, PINGPONG: tl.constexpr):
+              NUM_BUF_KV: tl.constexpr, PINGPONG: tl.constexpr, timeline, timeline_stride,
+              TIMELINE: tl.constexpr):
     """(QK^T in flight, its K slot) of K/V ring turn cnt, issued once K landed (PINGPONG: in this
     group's turn)."""
     k_idx, k_phase = _bufidx_phase(cnt, NUM_BUF_KV)
     tlx.barrier_wait(k_fulls[k_idx], k_phase)
+    if TIMELINE:
+        mark_ring_turn(timeline, timeline_stride, cnt, 1 + cid)
     if PINGPONG:
         _pingpong_enter(cid, NUM_GROUPS)
     qk = tlx.async_dot(q_buf, tlx.local_trans(k_tiles[k_idx]))
@@ -215,14 +218,16 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
                       CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, MASK: tl.constexpr,
                       BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
                       LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr, PINGPONG: tl.constexpr,
-                      col_lo=0, SHIFT_TAIL: tl.constexpr = False):
+                      timeline, timeline_stride, TIMELINE: tl.constexpr, col_lo=0,
+                      SHIFT_TAIL: tl.constexpr = False):
     """Steady state: QK^T of block cnt overlapped with PV of block cnt-1 (p holds its probs: in
     the MMA dtype, or fp32 with LATE_P_CAST, cast only once this block's QK^T is issued, so the
     cast runs beside the tensor core instead of before the issue, as the TLX tutorial does).
     Returns (acc, p, m_i, l_i, cnt + 1). The PV is waited for within the step: an accumulator in
     flight across a loop iteration makes ptxas serialise every wgmma (C7514, session 40), and
     unrolled chains that wait later (`pv_chain`, run 42) were slower."""
-    qk, k_idx = _issue_qk(q_buf, k_tiles, k_fulls, cnt, cid, NUM_GROUPS, NUM_BUF_KV, PINGPONG)
+    qk, k_idx = _issue_qk(q_buf, k_tiles, k_fulls, cnt, cid, NUM_GROUPS, NUM_BUF_KV, PINGPONG,
+                          timeline, timeline_stride, TIMELINE)
     if LATE_P_CAST:
         p = p.to(dtype)
     v_idx, v_phase = _bufidx_phase(cnt - 1, NUM_BUF_KV)
@@ -243,13 +248,16 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
 
 @triton.jit
 def _pass_kv_blocks(k_fulls, k_empties, v_fulls, v_empties, cnt, nblk, cid: tl.constexpr,
-                    NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr, PINGPONG: tl.constexpr):
+                    NUM_GROUPS: tl.constexpr, NUM_BUF_KV: tl.constexpr, PINGPONG: tl.constexpr,
+                    timeline, timeline_stride, TIMELINE: tl.constexpr):
     """K/V blocks cnt .. cnt+nblk-1 passed without math: each waited for (so the next wait on its
     slot cannot see this load's phase as an older one) and released; with PINGPONG the group keeps
     its turns with the others. Returns cnt + nblk."""
     for j in range(0, nblk):
         kv_idx, kv_phase = _bufidx_phase(cnt, NUM_BUF_KV)
         tlx.barrier_wait(k_fulls[kv_idx], kv_phase)
+        if TIMELINE:
+            mark_ring_turn(timeline, timeline_stride, cnt, 1 + cid)
         if PINGPONG:
             _pingpong_enter(cid, NUM_GROUPS)
             _pingpong_leave(cid, NUM_GROUPS)
@@ -265,12 +273,13 @@ def _first_block(q_buf, k_tiles, k_fulls, k_empties, cnt, first_full, start_n, r
                  qk_scale, cid: tl.constexpr, NUM_GROUPS: tl.constexpr,
                  NUM_BUF_KV: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
                  BLOCK_N: tl.constexpr, LAZY_RESCALE: tl.constexpr, ROWS: tl.constexpr,
-                 PINGPONG: tl.constexpr):
+                 PINGPONG: tl.constexpr, timeline, timeline_stride, TIMELINE: tl.constexpr):
     """A tile's first block (ROWS query rows): the QK^T of K/V block cnt and its softmax from an
     empty row state, no PV yet; returns (p fp32, m_i, l_i)."""
     m_i = tl.zeros([ROWS], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([ROWS], dtype=tl.float32)
-    qk, k_idx = _issue_qk(q_buf, k_tiles, k_fulls, cnt, cid, NUM_GROUPS, NUM_BUF_KV, PINGPONG)
+    qk, k_idx = _issue_qk(q_buf, k_tiles, k_fulls, cnt, cid, NUM_GROUPS, NUM_BUF_KV, PINGPONG,
+                          timeline, timeline_stride, TIMELINE)
     qk = tlx.async_dot_wait(0, qk)
     tlx.barrier_arrive(k_empties[k_idx], 1)
     # a runtime branch: the mask costs ~100 instructions per consumer and tile (sm_90 SASS), the
@@ -291,7 +300,8 @@ def _consume_kv_blocks(j0, j1, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fu
                        CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, MASK: tl.constexpr,
                        BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
                        LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr, PINGPONG: tl.constexpr,
-                       SHIFT_TAIL: tl.constexpr):
+                       SHIFT_TAIL: tl.constexpr, timeline, timeline_stride,
+                       TIMELINE: tl.constexpr):
     """A tile's K/V blocks j0 .. j1 - 1 (`_consume_kv_block` each) as one of its peeled loops:
     MASK a compile-time choice per loop, so the unmasked bulk compiles without any mask.
     SHIFT_TAIL: the blocks start where the producer loads them (`_kv_block_start`), their columns
@@ -301,8 +311,8 @@ def _consume_kv_blocks(j0, j1, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fu
         acc, p, m_i, l_i, cnt = _consume_kv_block(
             q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p, m_i, l_i,
             cnt, start_n, rows, klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
-            HAS_WINDOW, MASK, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, PINGPONG,
-            lo + j * BLOCK_N - start_n, SHIFT_TAIL)
+            HAS_WINDOW, MASK, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, PINGPONG, timeline,
+            timeline_stride, TIMELINE, lo + j * BLOCK_N - start_n, SHIFT_TAIL)
     return acc, p, m_i, l_i, cnt
 
 
@@ -332,11 +342,14 @@ def _kv_block_start(lo, j, klen, BLOCK_N: tl.constexpr, SHIFT_TAIL: tl.constexpr
 
 @triton.jit
 def _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, cnt,
-                   row, col, NUM_BUF_KV: tl.constexpr, KV_BYTES: tl.constexpr):
+                   row, col, NUM_BUF_KV: tl.constexpr, KV_BYTES: tl.constexpr, timeline,
+                   timeline_stride, TIMELINE: tl.constexpr):
     """The producer's turn cnt of the K/V ring: K and V rows row.. at column col, each into its
     slot once the consumers gave it back."""
     kv_idx, kv_phase = _bufidx_phase(cnt, NUM_BUF_KV)
     _load_ring_slot(desc_k, k_tiles, k_fulls, k_empties, kv_idx, kv_phase, row, col, KV_BYTES)
+    if TIMELINE:
+        mark_ring_turn(timeline, timeline_stride, cnt, 0)
     _load_ring_slot(desc_v, v_tiles, v_fulls, v_empties, kv_idx, kv_phase, row, col, KV_BYTES)
 
 
@@ -355,7 +368,8 @@ def _produce_tile(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls, q_
                   kv_row0, klen, window, H, G, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                   BLOCK_N: tl.constexpr, NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr,
                   TILE_GROUPS: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
-                  Q_BYTES: tl.constexpr, KV_BYTES: tl.constexpr, SHIFT_TAIL: tl.constexpr):
+                  Q_BYTES: tl.constexpr, KV_BYTES: tl.constexpr, SHIFT_TAIL: tl.constexpr,
+                  timeline, timeline_stride, TIMELINE: tl.constexpr):
     """The producer's loads of one tile: its Q slices (once per q-block while it stays resident),
     then its K/V blocks. Returns (cnt_kv, cnt_q, last_q)."""
     m0 = mb * BLOCK_M
@@ -377,7 +391,7 @@ def _produce_tile(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls, q_
             _load_kv_block(desc_k, desc_v, k_tiles, v_tiles, k_fulls, k_empties, v_fulls,
                            v_empties, cnt_kv,
                            kv_row0 + _kv_block_start(lo, j, klen, BLOCK_N, SHIFT_TAIL), kv_col,
-                           NUM_BUF_KV, KV_BYTES)
+                           NUM_BUF_KV, KV_BYTES, timeline, timeline_stride, TIMELINE)
             cnt_kv += 1
     return cnt_kv, cnt_q, last_q
 
@@ -392,7 +406,8 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                            CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
                            BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr,
                            Q_BYTES: tl.constexpr, KV_BYTES: tl.constexpr,
-                           SHIFT_TAIL: tl.constexpr):
+                           SHIFT_TAIL: tl.constexpr, timeline, timeline_stride,
+                           TIMELINE: tl.constexpr):
     """The producer over the static schedule: the CTA's tiles in order (`tile_at`)."""
     cnt_kv = 0
     cnt_q = 0
@@ -414,7 +429,8 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                 desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls, q_empties, k_fulls,
                 k_empties, v_fulls, v_empties, cnt_kv, cnt_q, last_q, h, mb, q_row0, qlen, kv_row0,
                 klen, window, H, G, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, TILE_GROUPS,
-                CAUSAL, HAS_WINDOW, Q_BYTES, KV_BYTES, SHIFT_TAIL)
+                CAUSAL, HAS_WINDOW, Q_BYTES, KV_BYTES, SHIFT_TAIL, timeline, timeline_stride,
+                TIMELINE)
         valid, b, h, mb = n_valid, n_b, n_h, n_mb
         q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
         n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb
@@ -508,7 +524,8 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
         theirs = it % NUM_GROUPS != cid
     if theirs:  # its K/V blocks pass by in the ring: each waited for, released
         cnt_kv = _pass_kv_blocks(k_fulls, k_empties, v_fulls, v_empties, cnt_kv,
-                                 nblk, cid, NUM_GROUPS, NUM_BUF_KV, False)
+                                 nblk, cid, NUM_GROUPS, NUM_BUF_KV, False, timeline,
+                                 timeline_stride, TIMELINE)
     else:
         rows = m0 + ROW_OFF + tl.arange(0, Q_ROWS)
         o = tl.zeros([Q_ROWS, HEAD_DIM], dtype=dtype)  # rows that see no key
@@ -544,7 +561,7 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                 held_o = 0
                 cnt_kv = _pass_kv_blocks(k_fulls, k_empties, v_fulls, v_empties,
                                          cnt_kv, nblk, cid, NUM_GROUPS, NUM_BUF_KV,
-                                         PINGPONG)
+                                         PINGPONG, timeline, timeline_stride, TIMELINE)
             else:
                 first_full, a, c = kv_unmasked_range(
                     m0, qlen, klen, window, lo, nblk, CAUSAL, HAS_WINDOW, BLOCK_M,
@@ -553,7 +570,8 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                 p_f32, m_i, l_i = _first_block(
                     q_buf, k_tiles, k_fulls, k_empties, cnt_kv, first_full, lo, rows,
                     klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
-                    HAS_WINDOW, BLOCK_N, LAZY_RESCALE, Q_ROWS, PINGPONG)
+                    HAS_WINDOW, BLOCK_N, LAZY_RESCALE, Q_ROWS, PINGPONG, timeline,
+                    timeline_stride, TIMELINE)
                 acc = tl.zeros([Q_ROWS, HEAD_DIM], dtype=tl.float32)
                 p = p_f32 if LATE_P_CAST else p_f32.to(dtype)
                 cnt_kv += 1
@@ -566,17 +584,20 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                     1, a, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc,
                     p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid, NUM_GROUPS,
                     NUM_BUF_KV, CAUSAL, HAS_WINDOW, True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE,
-                    dtype, PINGPONG, False)
+                    dtype, PINGPONG, False, timeline, timeline_stride,
+                    TIMELINE)
                 acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
                     a, c, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc,
                     p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid, NUM_GROUPS,
                     NUM_BUF_KV, CAUSAL, HAS_WINDOW, False, BLOCK_N, LATE_P_CAST, LAZY_RESCALE,
-                    dtype, PINGPONG, False)
+                    dtype, PINGPONG, False, timeline, timeline_stride,
+                    TIMELINE)
                 acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
                     c, nblk, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                     acc, p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid, NUM_GROUPS,
                     NUM_BUF_KV, CAUSAL, HAS_WINDOW, True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE,
-                    dtype, PINGPONG, SHIFT_TAIL)
+                    dtype, PINGPONG, SHIFT_TAIL, timeline, timeline_stride,
+                    TIMELINE)
                 # epilogue: PV of the last block
                 acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,
                                       NUM_BUF_KV, dtype)
@@ -682,7 +703,8 @@ def jfa_fwd_kernel(
                                    n_prog, tile_entry, n_tiles, B, H, G, NUM_MB, ctas_per_pair,
                                    tile_window, q_off, k_off, q_len, window, HEAD_DIM, BLOCK_M,
                                    BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, TILE_GROUPS, CAUSAL, HAS_WINDOW,
-                                   BROADCAST_Q, RESIDENT, Q_BYTES, KV_BYTES, SHIFT_TAIL)
+                                   BROADCAST_Q, RESIDENT, Q_BYTES, KV_BYTES, SHIFT_TAIL,
+                                   timeline, timeline_stride, TIMELINE)
 
         # ---- consumers: QK^T, online softmax, PV, epilogue -------------------------------
         with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=NUM_GROUPS):

@@ -14,6 +14,9 @@ Row layout (`Timeline.buffer[cta]`), every field -1 until written:
   [10]              the SM the CTA ran on
   HEADER + TILE_FIELDS * (it * num_groups + g) ...: group g's tile of iteration it, written when
                     its epilogue has issued: globaltimer, clock64, its K/V blocks, its batch element
+  the last RING_TURNS * RING_FIELDS fields: the CTA's first RING_TURNS K/V ring turns, each
+                    the globaltimer when the producer issued its K load (its slot given back) and
+                    when each consumer group's wait for that K ended (3 groups at most)
 A group's tile runs from its previous record (its first from the PDL wait) to its own.
 """
 
@@ -28,6 +31,11 @@ from triton.language.extra.cuda import globaltimer, smid
 
 HEADER = tl.constexpr(16)
 TILE_FIELDS = tl.constexpr(4)
+# the K/V ring turns stamped per CTA (the heavy tiles at a launch's start, where run 48 found the
+# second group idle) and their fields: the producer's issue, then one per consumer group
+RING_TURNS = tl.constexpr(64)
+RING_FIELDS = tl.constexpr(4)
+RING_AREA = RING_TURNS.value * RING_FIELDS.value  # the row's last fields (host code)
 # header fields (the layout above); GROUP_END + 2g for group g
 ENTRY = tl.constexpr(0)
 READY = tl.constexpr(2)
@@ -87,12 +95,24 @@ def mark_tile(timeline, stride, record, nblk, b):
     tl.store(row + 3, b.to(tl.int64))
 
 
+@triton.jit
+def mark_ring_turn(timeline, stride, turn, who: tl.constexpr):
+    """The time now for K/V ring turn `turn` of this CTA, field `who` (0: the producer issued its
+    K load; 1 + g: consumer group g's wait for it ended); turns past RING_TURNS are not kept."""
+    if turn < RING_TURNS:
+        row = _row(timeline, stride) + stride - RING_TURNS * RING_FIELDS
+        tl.store(row + turn * RING_FIELDS + who, globaltimer())
+
+
 @dataclasses.dataclass
 class Timeline:
     """One launch's timestamps (`buffer`, the layout above) and what reading them needs."""
 
-    buffer: torch.Tensor   # int64 [n_prog, HEADER + TILE_FIELDS * num_groups * max_iterations]
+    buffer: torch.Tensor   # int64 [n_prog, HEADER + TILE_FIELDS * num_groups * max_iterations
+                           #        + ring_turns * RING_FIELDS]
     num_groups: int        # consumer groups per CTA (a group's records: every num_groups-th)
+    # the ring turns stamped at the row's end: 0 in timelines recorded before session 50
+    ring_turns: int = RING_TURNS.value
 
     @property
     def stride(self) -> int:
@@ -101,7 +121,7 @@ class Timeline:
 
 def allocate(n_prog: int, num_groups: int, max_iterations: int, device: torch.device) -> Timeline:
     """A Timeline for a launch of n_prog CTAs of at most max_iterations tiles each, every field -1."""
-    width = HEADER.value + TILE_FIELDS.value * num_groups * max_iterations
+    width = HEADER.value + TILE_FIELDS.value * num_groups * max_iterations + RING_AREA
     return Timeline(torch.full((n_prog, width), -1, dtype=torch.int64, device=device), num_groups)
 
 
@@ -111,14 +131,16 @@ def max_iterations(resident: bool, B: int, ctas_per_pair: int, n_tiles_bound: in
     return triton.cdiv(B, ctas_per_pair) if resident else triton.cdiv(n_tiles_bound, n_prog)
 
 
-def group_tiles(buffer: torch.Tensor, num_groups: int) -> list[dict]:
+def group_tiles(buffer: torch.Tensor, num_groups: int,
+                ring_turns: int = RING_TURNS.value) -> list[dict]:
     """Every tile record of a timeline's buffer as {cta, group, blocks, batch, end, ns, cycles}: its
     epilogue's stamp (globaltimer ns) and its time from the group's previous stamp (the first from
-    the PDL wait), in ns and SM cycles."""
+    the PDL wait), in ns and SM cycles. ring_turns: `Timeline.ring_turns`."""
     header, fields, ready = HEADER.value, TILE_FIELDS.value, READY.value
     tiles = []
     for cta, row in enumerate(buffer.tolist()):
-        records = [row[i:i + fields] for i in range(header, len(row), fields)]
+        end = len(row) - ring_turns * RING_FIELDS.value
+        records = [row[i:i + fields] for i in range(header, end, fields)]
         for group in range(num_groups):
             prev_ns, prev_cycles = row[ready], row[ready + 1]
             for ns, cycles, blocks, batch in records[group::num_groups]:
@@ -129,3 +151,26 @@ def group_tiles(buffer: torch.Tensor, num_groups: int) -> list[dict]:
                 prev_ns, prev_cycles = ns, cycles
     return tiles
 
+
+
+def ring_turn_stamps(buffer: torch.Tensor, num_groups: int) -> list[dict]:
+    """Every stamped K/V ring turn of a timeline's buffer (RING_TURNS of them at its rows' end) as
+    {cta, turn, owners, issued, seen}: the groups whose tile it belongs to (from the tile records:
+    an iteration's blocks follow the earlier iterations'), the producer's issue and each group's
+    end of wait, in ns from the CTA's PDL wait (None where not stamped)."""
+    header, fields, ready, width = HEADER.value, TILE_FIELDS.value, READY.value, RING_FIELDS.value
+    turns = []
+    for cta, row in enumerate(buffer.tolist()):
+        base = len(row) - RING_AREA
+        tile_area = row[header:base]
+        owners = []  # per ring turn, in the producer's order
+        for it in range(len(tile_area) // (fields * num_groups)):
+            recs = [tile_area[(it * num_groups + g) * fields:][:fields] for g in range(num_groups)]
+            ran = [g for g, r in enumerate(recs) if r[0] >= 0]
+            owners += [tuple(ran)] * max((recs[g][2] for g in ran), default=0)
+        for turn in range(min(len(owners), RING_TURNS.value)):
+            f = row[base + turn * width:][:width]
+            at = [None if x < 0 else x - row[ready] for x in f]
+            turns.append(dict(cta=cta, turn=turn, owners=owners[turn], issued=at[0],
+                              seen=at[1:1 + num_groups]))
+    return turns

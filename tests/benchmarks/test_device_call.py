@@ -361,3 +361,23 @@ def test_run48_one_call_times_a_table_and_the_bound_then_tests_where_330_s_are_l
     with tarfile.open(out / "r.tgz") as tar:
         names = {Path(n).name for n in tar.getnames()}
     assert {"bench48_1.jsonl", "packed_bound.jsonl", "bench48b_1.jsonl"} <= names
+
+
+FAKE_TIMELINE = """import sys
+open(sys.argv[sys.argv.index("--out") + 1], "w").write("## tlx forward timeline: stub\\n")
+"""
+
+
+@pytest.mark.parametrize("summary,recorded", [("12 passed in 9.0s", True),
+                                              ("1 failed, 11 passed in 9.0s", False)])
+def test_run49_call_records_the_timeline_only_after_its_gpu_tests_pass(tmp_path, summary, recorded):
+    """Run 49's call: the ring-turn stamps' GPU tests, the timeline only when they pass, then tables."""
+    (tmp_path / "tree/benchmarks").mkdir(parents=True)
+    (tmp_path / "tree/benchmarks/tlx_hopper_bench.py").write_text(FAKE_BENCH_ANY)
+    (tmp_path / "tree/benchmarks/tlx_timeline.py").write_text(FAKE_TIMELINE)
+    script = (REPO / "docs/kernels/tlx_hopper_run49/call_a_script.sh").read_text()
+    res, out = run_call(tmp_path, summary, "", call_s=400, script=script)
+    assert res.returncode == 0, res.stderr
+    assert f"timeline tests rc=0 {summary}" in res.stdout
+    assert ("timeline rc=0 ## tlx forward timeline: stub" in res.stdout) == recorded
+    assert "table bench49 4 rc=0" in res.stdout

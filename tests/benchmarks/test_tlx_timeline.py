@@ -39,22 +39,45 @@ def test_a_launch_without_stamps_is_refused():
         tool.summarise(tlx_timeline.allocate(3, 2, 4, torch.device("cpu")))
 
 
-def _saved(tmp_path):
+def _saved(tmp_path, before_ring_turns=False):
+    """two_ctas() saved twice as `--save` writes it, or as sessions 44-49 did (no ring turns)."""
     t = two_ctas()
     path = tmp_path / "t.pt"
-    torch.save(dict(title="synthetic", timelines=[dict(buffer=t.buffer, num_groups=2)] * 2),
-               path)
+    if before_ring_turns:
+        saved = dict(buffer=t.buffer[:, :t.buffer.shape[1] - tlx_timeline.RING_AREA], num_groups=2)
+    else:
+        saved = dict(buffer=t.buffer, num_groups=2, ring_turns=t.ring_turns)
+    torch.save(dict(title="synthetic", timelines=[saved] * 2), path)
     return path
 
 
-def test_saved_timelines_are_read_back_into_the_table(tmp_path, capsys):
-    assert tool.main(["--load", str(_saved(tmp_path)), "--out", str(tmp_path / "t.md")]) == 0
+@pytest.mark.parametrize("before_ring_turns", [False, True])
+def test_saved_timelines_are_read_back_into_the_table(tmp_path, capsys, before_ring_turns):
+    path = _saved(tmp_path, before_ring_turns)
+    assert tool.main(["--load", str(path), "--out", str(tmp_path / "t.md")]) == 0
     text = (tmp_path / "t.md").read_text()
     assert text.startswith("## tlx forward timeline: synthetic")
     assert "| span (µs) | 8.50 | 8.50 |" in text
     assert "| tile = a + b * blocks (ns) | 0 + 1000 b | 0 + 1000 b |" in text
     assert "| median tile of 3 blocks (ns) | 3000 | 3000 |" in text
+    assert ("The first K/V ring turns" in text) != before_ring_turns
     assert text.strip() == capsys.readouterr().out.strip()
+
+
+def test_turn_table_gives_each_turns_issue_and_waits():
+    """Medians over the two CTAs of two_ctas(): turn 0 issued at the PDL wait in both, group 0's
+    wait over at 500 ns in both, group 1's at 700 in CTA 0 and unstamped in CTA 1; turns 3-8
+    exist in CTA 0 only."""
+    lines = tool.turn_table(two_ctas(), turns=4).splitlines()
+    assert lines[0] == ("| turn | its tile's group | issued (µs) | group 0 waited until (µs) "
+                        "| group 1 waited until (µs) |")
+    assert lines[2] == "| 0 | 0 | 0.00 | 0.50 | 0.70 |"
+    # turn 1 is group 0's in CTA 0 and group 1's in CTA 1 (a tie: the first CTA's owner shown);
+    # each group waited 0.6 in one CTA and 0.8 in the other
+    assert lines[3] == "| 1 | 0 | 0.10 | 0.70 | 0.70 |"
+    assert lines[4] == "| 2 | 1 | 0.20 | 0.90 | 0.70 |"
+    assert lines[5] == "| 3 | 1 | 0.30 | 1.00 | 0.80 |"
+    assert len(lines) == 6  # turns 0-3
 
 
 def test_saved_timeline_is_plotted(tmp_path):

@@ -879,6 +879,18 @@ def test_timeline_stamps_every_tile_and_changes_no_value(case):
     per_tile = 1 if cfg.split_tiles else g
     want = sorted([(b, -(-n // cfg.block_n)) for b, n in enumerate(k_lens)] * case.hq * per_tile)
     assert sorted((t["batch"], t["blocks"]) for t in tiles) == want
+    # the CTA's first K/V ring turns (as many as its tiles' blocks, RING_TURNS at most): each
+    # issued by the producer and waited for by every group (its tile's group and any other)
+    turns = tlx_timeline.ring_turn_stamps(buf, g)
+    blocks = {}
+    for t in tiles:
+        if cfg.split_tiles or t["group"] == 0:
+            blocks[t["cta"]] = blocks.get(t["cta"], 0) + t["blocks"]
+    got = {}
+    for t in turns:
+        got[t["cta"]] = got.get(t["cta"], 0) + 1
+        assert t["issued"] is not None and None not in t["seen"], t
+    assert got == {c: min(n, tlx_timeline.RING_TURNS.value) for c, n in blocks.items() if n}
 
 
 @pytest.mark.gpu

@@ -175,10 +175,12 @@ def test_split_tile_forward_launch(launches, h200):
 
 
 def _timeline_width(num_groups: int, iterations: int) -> int:
-    """A forward timeline's row width: its header and each iteration's tile records."""
+    """A forward timeline's row width: its header, each iteration's tile records and the ring
+    turns' stamps."""
     from kernels import tlx_timeline
 
-    return tlx_timeline.HEADER.value + tlx_timeline.TILE_FIELDS.value * num_groups * iterations
+    return (tlx_timeline.HEADER.value + tlx_timeline.TILE_FIELDS.value * num_groups * iterations
+            + tlx_timeline.RING_TURNS.value * tlx_timeline.RING_FIELDS.value)
 
 
 @pytest.mark.parametrize("stamped", [False, True], ids=["plain", "timeline"])

@@ -21,9 +21,27 @@ def test_tiles_are_timed_from_the_groups_previous_stamp():
     ]
 
 
+def test_ring_turns_follow_the_tiles_in_the_producers_order():
+    turns = tlx_timeline.ring_turn_stamps(two_ctas().buffer, 2)
+    assert [(t["cta"], t["turn"], t["owners"]) for t in turns] == (
+        [(0, n, (0,)) for n in range(2)] + [(0, n, (1,)) for n in range(2, 5)]
+        + [(0, n, (0,)) for n in range(5, 9)] + [(1, 0, (0,)), (1, 1, (1,)), (1, 2, (1,))])
+    # times from the CTA's PDL wait; the owner's wait ends first; a missing stamp reads None
+    assert turns[3]["issued"] == 300 and turns[3]["seen"] == [1000, 800]
+    assert turns[9]["issued"] == 0 and turns[9]["seen"] == [500, None]
+
+
+def test_tiles_read_the_same_without_ring_turns():
+    """A timeline saved before the ring turns (rows without their area, `ring_turns=0`) gives the
+    same tiles: the tile records end where the ring area begins."""
+    buf = two_ctas().buffer
+    old = buf[:, :buf.shape[1] - tlx_timeline.RING_AREA]
+    assert tlx_timeline.group_tiles(old, 2, ring_turns=0) == tlx_timeline.group_tiles(buf, 2)
+
+
 def test_buffer_shape_follows_the_launch():
     t = tlx_timeline.allocate(132, 2, 24, torch.device("cpu"))
-    width = tlx_timeline.HEADER.value + tlx_timeline.TILE_FIELDS.value * 2 * 24
+    width = tlx_timeline.HEADER.value + tlx_timeline.TILE_FIELDS.value * 2 * 24 + 64 * 4
     assert t.buffer.shape == (132, width) and t.stride == width
     assert bool((t.buffer == -1).all())
     # resident: a pair's CTAs share its batch elements; generic: the tiles over every CTA

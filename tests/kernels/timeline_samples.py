@@ -14,6 +14,9 @@ def two_ctas() -> tlx_timeline.Timeline:
     9,000 (iteration 2, 4 blocks), group 1's at 6,000 (iteration 1, 3 blocks); ends 9,500 / 7,000.
     CTA 1: entry 1,200, ready 3,200; tiles at 4,200 (1 block) and 5,200 (iteration 1, 2 blocks);
     ends 4,500 / 5,600. Cycles are twice the ns since the entry.
+    Ring turns (CTA 0's nine: 2 + 3 + 4 blocks; CTA 1's three): turn n issued 100 n ns after the
+    PDL wait, its tile's group done waiting 500 ns after that and the other group 700 ns after;
+    CTA 1's group 1 never stamped its turn 0.
     """
     t = tlx_timeline.allocate(2, 2, 3, torch.device("cpu"))
     b = t.buffer
@@ -36,4 +39,13 @@ def two_ctas() -> tlx_timeline.Timeline:
     tile(0, 2, 0, 9000, 4, 12)
     tile(1, 0, 0, 4200, 1, 20)
     tile(1, 1, 1, 5200, 2, 21)
+    base = b.shape[1] - tlx_timeline.RING_AREA
+    for cta, owners in enumerate([[0, 0, 1, 1, 1, 0, 0, 0, 0], [0, 1, 1]]):
+        ready = b[cta, tlx_timeline.READY.value].item()
+        for turn, owner in enumerate(owners):
+            f = base + turn * tlx_timeline.RING_FIELDS.value
+            b[cta, f] = ready + 100 * turn
+            b[cta, f + 1 + owner] = ready + 100 * turn + 500
+            b[cta, f + 2 - owner] = ready + 100 * turn + 700
+    b[1, base + 2] = -1
     return t
