@@ -23,7 +23,7 @@ import json
 import torch
 import triton
 
-from benchmarks.tlx_hopper_bench import build, shapes
+from benchmarks.tlx_hopper_bench import build, shapes, write_rows
 from kernels import tlx_hopper, tlx_schedule
 from kernels.common import JFAParams
 
@@ -79,8 +79,7 @@ def main() -> None:
             rows.append(row)
             print(json.dumps(row), flush=True)
     if args.out:
-        with open(args.out, "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in rows)
+        write_rows(args.out, rows)
     print(f"\n{'shape':22s} {'pass':5s} {'entries':>7s} {'triton dev':>10s} {'1-class dev':>11s} "
           f"{'torch dev':>10s} {'triton eager':>12s} {'1-class eager':>13s} {'torch eager':>11s}")
     for r in rows:

@@ -125,15 +125,12 @@ def main(argv: list[str] | None = None) -> int:
             row["same_output"] = bool(torch.equal(out, out_real) and torch.equal(lse, lse_real))
             if not row["same_output"]:
                 raise SystemExit(f"{sh['name']}: {args.kernel_file}'s outputs differ from the kernel's")
-        tb.clear_timed()
-        ab = tb.ab_rounds(tb.bench(forward), forward, forward_bound, rounds=args.rounds)
-        row.update(tlx_fwd_ms=ab["base"], bound_ms=ab["ab"], bound_ratio=ab["ratio"],
-                   **tb.timed_record())
+        ab, timed = tb.timed_ab(forward, forward_bound, rounds=args.rounds)
+        row.update(tlx_fwd_ms=ab["base"], bound_ms=ab["ab"], bound_ratio=ab["ratio"], **timed)
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.out:
-        with open(args.out, "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in rows)
+        tb.write_rows(args.out, rows)
     return 0
 
 

@@ -291,6 +291,20 @@ def ab_rounds(first_a: float, fn_a, fn_b, grads_b=None, rounds: int | None = Non
             "ratio": statistics.median(y / x for x, y in zip(a, b))}
 
 
+def timed_ab(fn_a, fn_b, rounds: int | None = None) -> tuple[dict[str, float], dict]:
+    """One row's A/B: `ab_rounds` of the default fn_a (its first timing taken here) against fn_b,
+    and the records of the row's timings (`timed_record`, counted from this call)."""
+    clear_timed()
+    ab = ab_rounds(bench(fn_a), fn_a, fn_b, rounds=rounds)
+    return ab, timed_record()
+
+
+def write_rows(path: str, rows: list[dict]) -> None:
+    """rows as JSONL at path (a tool's --out)."""
+    with open(path, "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+
+
 # Baseline rounds (`--baseline-rounds`): 1 times each baseline once, then the tlx call (runs 1-18);
 # N >= 2 times the tlx call and the baseline in ABBA order over N rounds, so the ratio of the two
 # is taken at the same clocks: on the self/dense rows the clock moves by up to 9 % within a call

@@ -82,19 +82,16 @@ def main(argv: list[str] | None = None) -> int:
 
         real, packed = side(x), side(y)
         real(), packed()
-        tb.clear_timed()
-        ab = tb.ab_rounds(tb.bench(real), real, packed, rounds=args.rounds)
+        ab, timed = tb.timed_ab(real, packed, rounds=args.rounds)
         row = dict(name=sh["name"], variant=args.variant, block_n=block,
                    keys=int(x["kl"].sum()), packed_keys=int(kl_packed.sum()),
                    blocks_per_head=blocks_per_head(x["kl"], block),
                    packed_blocks_per_head=blocks_per_head(kl_packed, block),
-                   tlx_fwd_ms=ab["base"], packed_ms=ab["ab"], packed_ratio=ab["ratio"],
-                   **tb.timed_record())
+                   tlx_fwd_ms=ab["base"], packed_ms=ab["ab"], packed_ratio=ab["ratio"], **timed)
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.out:
-        with open(args.out, "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in rows)
+        tb.write_rows(args.out, rows)
     return 0
 
 

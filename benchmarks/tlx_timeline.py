@@ -126,7 +126,8 @@ def turn_table(timeline: tlx_timeline.Timeline, turns: int = 24) -> str:
     over the CTAs in µs from their PDL wait: when the producer issued each turn's K load and when
     each group's wait for it ended, with the group(s) whose tile it is (the most common owner)."""
     by_turn: dict[int, list[dict]] = {}
-    for s in tlx_timeline.ring_turn_stamps(timeline.buffer.cpu(), timeline.num_groups):
+    for s in tlx_timeline.ring_turn_stamps(timeline.buffer.cpu(), timeline.num_groups,
+                                           timeline.ring_turns):
         if s["turn"] < turns:
             by_turn.setdefault(s["turn"], []).append(s)
     g = timeline.num_groups

@@ -131,16 +131,22 @@ def max_iterations(resident: bool, B: int, ctas_per_pair: int, n_tiles_bound: in
     return triton.cdiv(B, ctas_per_pair) if resident else triton.cdiv(n_tiles_bound, n_prog)
 
 
+def _tile_records(row: list[int], ring_turns: int) -> list[list[int]]:
+    """A row's tile records (record it * num_groups + g: group g's tile of iteration it), between
+    the header and the ring turns' stamps (ring_turns: `Timeline.ring_turns`)."""
+    end = len(row) - ring_turns * RING_FIELDS.value
+    return [row[i:i + TILE_FIELDS.value] for i in range(HEADER.value, end, TILE_FIELDS.value)]
+
+
 def group_tiles(buffer: torch.Tensor, num_groups: int,
                 ring_turns: int = RING_TURNS.value) -> list[dict]:
     """Every tile record of a timeline's buffer as {cta, group, blocks, batch, end, ns, cycles}: its
     epilogue's stamp (globaltimer ns) and its time from the group's previous stamp (the first from
     the PDL wait), in ns and SM cycles. ring_turns: `Timeline.ring_turns`."""
-    header, fields, ready = HEADER.value, TILE_FIELDS.value, READY.value
+    ready = READY.value
     tiles = []
     for cta, row in enumerate(buffer.tolist()):
-        end = len(row) - ring_turns * RING_FIELDS.value
-        records = [row[i:i + fields] for i in range(header, end, fields)]
+        records = _tile_records(row, ring_turns)
         for group in range(num_groups):
             prev_ns, prev_cycles = row[ready], row[ready + 1]
             for ns, cycles, blocks, batch in records[group::num_groups]:
@@ -153,24 +159,25 @@ def group_tiles(buffer: torch.Tensor, num_groups: int,
 
 
 
-def ring_turn_stamps(buffer: torch.Tensor, num_groups: int) -> list[dict]:
-    """Every stamped K/V ring turn of a timeline's buffer (RING_TURNS of them at its rows' end) as
-    {cta, turn, owners, issued, seen}: the groups whose tile it belongs to (from the tile records:
-    an iteration's blocks follow the earlier iterations'), the producer's issue and each group's
-    end of wait, in ns from the CTA's PDL wait (None where not stamped)."""
-    header, fields, ready, width = HEADER.value, TILE_FIELDS.value, READY.value, RING_FIELDS.value
+def ring_turn_stamps(buffer: torch.Tensor, num_groups: int,
+                     ring_turns: int = RING_TURNS.value) -> list[dict]:
+    """Every stamped K/V ring turn of a timeline's buffer (the first ring_turns of each CTA, at its
+    row's end) as {cta, turn, owners, issued, seen}: the groups whose tile it belongs to (from the
+    tile records: an iteration's blocks follow the earlier iterations'), the producer's issue and
+    each group's end of wait, in ns from the CTA's PDL wait (None where not stamped)."""
+    width = RING_FIELDS.value
     turns = []
     for cta, row in enumerate(buffer.tolist()):
-        base = len(row) - RING_AREA
-        tile_area = row[header:base]
+        records = _tile_records(row, ring_turns)
         owners = []  # per ring turn, in the producer's order
-        for it in range(len(tile_area) // (fields * num_groups)):
-            recs = [tile_area[(it * num_groups + g) * fields:][:fields] for g in range(num_groups)]
+        for it in range(len(records) // num_groups):
+            recs = records[it * num_groups:(it + 1) * num_groups]
             ran = [g for g, r in enumerate(recs) if r[0] >= 0]
             owners += [tuple(ran)] * max((recs[g][2] for g in ran), default=0)
-        for turn in range(min(len(owners), RING_TURNS.value)):
+        base = len(row) - ring_turns * width
+        for turn in range(min(len(owners), ring_turns)):
             f = row[base + turn * width:][:width]
-            at = [None if x < 0 else x - row[ready] for x in f]
+            at = [None if x < 0 else x - row[READY.value] for x in f]
             turns.append(dict(cta=cta, turn=turn, owners=owners[turn], issued=at[0],
                               seen=at[1:1 + num_groups]))
     return turns

@@ -126,6 +126,32 @@ def test_ab_rounds_alternate_order_and_report_medians(monkeypatch):
     assert order == ["B"]
 
 
+def test_timed_ab_takes_the_first_timing_and_records_only_its_own(monkeypatch, tmp_path):
+    """A tool's A/B row (`timed_ab`): fn_a timed first, then the rounds; the row's timing records
+    start at the call (an earlier row's are dropped). `write_rows` writes the rows as JSONL."""
+    from benchmarks import tlx_hopper_bench
+
+    order = []
+
+    def fake_bench(fn, grads=None):
+        order.append(fn())
+        tlx_hopper_bench.TIMED_MS.append(2.0 if order[-1] == "A" else 1.0)
+        return tlx_hopper_bench.TIMED_MS[-1]
+
+    monkeypatch.setattr(tlx_hopper_bench, "bench", fake_bench)
+    monkeypatch.setattr(tlx_hopper_bench, "flush_us", lambda: 75.0)
+    for name in ("TIMED_MALLOCS", "TIMED_HOST_US"):
+        monkeypatch.setattr(tlx_hopper_bench, name, [])
+    monkeypatch.setattr(tlx_hopper_bench, "TIMED_MS", [9.0])  # an earlier row's
+    ab, timed = tlx_hopper_bench.timed_ab(lambda: "A", lambda: "B", rounds=2)
+    assert order == ["A", "B", "B", "A"]
+    assert ab == {"ab": 1.0, "base": 2.0, "ratio": 0.5}
+    assert timed["timed_ms"] == [2.0, 1.0, 1.0, 2.0]
+    path = tmp_path / "rows.jsonl"
+    tlx_hopper_bench.write_rows(str(path), [{"a": 1}, {"b": ab["ratio"]}])
+    assert path.read_text() == '{"a": 1}\n{"b": 0.5}\n'
+
+
 def test_baselines_once_each_or_in_abba_rounds_with_grads_reset_for_the_baseline_only(monkeypatch):
     from benchmarks import tlx_hopper_bench
 

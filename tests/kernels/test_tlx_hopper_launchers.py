@@ -180,7 +180,7 @@ def _timeline_width(num_groups: int, iterations: int) -> int:
     from kernels import tlx_timeline
 
     return (tlx_timeline.HEADER.value + tlx_timeline.TILE_FIELDS.value * num_groups * iterations
-            + tlx_timeline.RING_TURNS.value * tlx_timeline.RING_FIELDS.value)
+            + tlx_timeline.RING_AREA)
 
 
 @pytest.mark.parametrize("stamped", [False, True], ids=["plain", "timeline"])
