@@ -380,4 +380,6 @@ def test_run49_call_records_the_timeline_only_after_its_gpu_tests_pass(tmp_path,
     assert res.returncode == 0, res.stderr
     assert f"timeline tests rc=0 {summary}" in res.stdout
     assert ("timeline rc=0 ## tlx forward timeline: stub" in res.stdout) == recorded
+    for regime in ("none", "clean"):
+        assert (f"timeline {regime} rc=0" in res.stdout) == recorded
     assert "table bench49 4 rc=0" in res.stdout

@@ -11,6 +11,14 @@ gpu_tests timeline tests/kernels/test_tlx_hopper.py -k "timeline" && {
   timeout 60 python -m benchmarks.tlx_timeline --shape "PMA q128 fill0.1" --regime dirty --samples 5 \
     --save "$OUT/timeline_q128_fill01.pt" --out "$OUT/timeline_q128_fill01.md" > "$OUT/timeline.log" 2>&1
   log "timeline rc=$? $(head -1 "$OUT/timeline_q128_fill01.md")"
+  # group 1's first epilogue ends at one instant in every CTA (runs 46-48, ±0.1 µs): is it the
+  # L2's dirty lines (the dirty regime's preparation) or the kernel's own?
+  for regime in none clean; do
+    timeout 60 python -m benchmarks.tlx_timeline --shape "PMA q128 fill0.1" --regime $regime \
+      --samples 3 --save "$OUT/timeline_q128_fill01_$regime.pt" \
+      --out "$OUT/timeline_q128_fill01_$regime.md" >> "$OUT/timeline.log" 2>&1
+    log "timeline $regime rc=$?"
+  done
 }
 tables bench49 4
 finish
