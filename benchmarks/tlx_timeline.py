@@ -147,6 +147,30 @@ def turn_table(timeline: tlx_timeline.Timeline, turns: int = 24) -> str:
     return "\n".join(lines)
 
 
+def epilogue_table(timeline: tlx_timeline.Timeline) -> str:
+    """Markdown of the first own tile's epilogue of groups 0 and 1
+    (`kernels.tlx_timeline.epilogue_stamps`), medians over the CTAs in µs from their PDL wait, and
+    how far apart the CTAs issue its stores on the one globaltimer clock: a wait that ends at one
+    instant in every CTA (run 49: the split tile's second group) shows as a small spread there."""
+    rows = tlx_timeline.epilogue_stamps(timeline.buffer.cpu(), timeline.num_groups,
+                                        timeline.ring_turns)
+    ready = {cta: r[READY] for cta, r in enumerate(timeline.buffer.cpu().tolist())}
+    lines = ["| group | last K wait ended (µs) | last PV done | O normalised | stores issued | "
+             "stores issued: spread over the CTAs (µs) |", "|--:|--:|--:|--:|--:|--:|"]
+    for group in sorted({r["group"] for r in rows}):
+        mine = [r for r in rows if r["group"] == group]
+
+        def median_us(key: str) -> str:
+            kept = [r[key] for r in mine if r[key] is not None]
+            return f"{statistics.median(kept) / 1e3:.2f}" if kept else ""
+
+        issued = [ready[r["cta"]] + r["stored"] for r in mine]
+        lines.append(f"| {group} | " + " | ".join(median_us(k) for k in
+                                                  ("last_wait", "pv", "normalised", "stored"))
+                     + f" | {(max(issued) - min(issued)) / 1e3:.2f} |")
+    return "\n".join(lines)
+
+
 def plot(timeline: tlx_timeline.Timeline, path: str, title: str) -> None:
     """Each CTA a row, each group's tiles bars from its previous epilogue to its own (µs)."""
     import matplotlib
@@ -249,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     if timelines[0].ring_turns:
         text += ("\n\nThe first K/V ring turns (sample 1; medians over the CTAs, µs from their PDL "
                  "wait):\n\n" + turn_table(timelines[0]))
+        text += ("\n\nThe first own tile's epilogue per group (sample 1; medians over the CTAs, "
+                 "µs from their PDL wait):\n\n" + epilogue_table(timelines[0]))
     print(text)
     if args.out:
         with open(args.out, "w") as f:

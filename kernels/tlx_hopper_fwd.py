@@ -47,8 +47,8 @@ import triton.language.extra.tlx as tlx
 
 from kernels.tlx_schedule import (kv_block_range, kv_unmasked_range, n_iterations, seq_bounds,
                                   tile_at, wait_for_previous_kernel)
-from kernels.tlx_timeline import (ENTRY, GROUP_END, READY, mark, mark_ring_turn, mark_sm, mark_tile,
-                                  now, store_stamp)
+from kernels.tlx_timeline import (ENTRY, GROUP_END, READY, mark, mark_epilogue, mark_ring_turn,
+                                  mark_sm, mark_tile, now, store_stamp)
 
 BM_SPLIT = tl.constexpr(64)  # query rows per consumer group of a ping-pong tile (wgmma M)
 PINGPONG_BAR = tl.constexpr(9)  # named barriers PINGPONG_BAR + c, c < NUM_GROUPS
@@ -601,7 +601,11 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                 # epilogue: PV of the last block
                 acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,
                                       NUM_BUF_KV, dtype)
+                if TIMELINE:  # the group's first own tile: iteration cid (split tiles) or 0
+                    mark_epilogue(timeline, timeline_stride, it, cid if SPLIT_TILES else 0, cid, 0)
                 o, lse = _normalise(acc, m_i, l_i, RCP_NORMALISE, FAST_EPILOGUE, dtype)
+                if TIMELINE:
+                    mark_epilogue(timeline, timeline_stride, it, cid if SPLIT_TILES else 0, cid, 1)
                 if O_IN_Q:
                     if tma_o:  # stage O in the Q tile: its last QK^T was waited on
                         tlx.fence("async_shared")

@@ -12,6 +12,9 @@ Row layout (`Timeline.buffer[cta]`), every field -1 until written:
   [2, 3]            the same after the PDL wait (the schedule is readable)
   [4 + 2g, 5 + 2g]  the same when consumer group g (g < 3) leaves its tile loop, its O stores drained
   [10]              the SM the CTA ran on
+  [11 + 2g, 12 + 2g] group g's (g < 2) first tile of its own: the globaltimer when its last PV was
+                    waited for, and when its O and LSE were normalised (the epilogue's phases;
+                    the tile record stamps the stores' issue)
   HEADER + TILE_FIELDS * (it * num_groups + g) ...: group g's tile of iteration it, written when
                     its epilogue has issued: globaltimer, clock64, its K/V blocks, its batch element
   the last RING_TURNS * RING_FIELDS fields: the CTA's first RING_TURNS K/V ring turns, each
@@ -41,6 +44,10 @@ ENTRY = tl.constexpr(0)
 READY = tl.constexpr(2)
 GROUP_END = tl.constexpr(4)
 SM_ID = tl.constexpr(10)
+# group g's first own tile: its last PV done (EPILOGUE + 2g), its O normalised (EPILOGUE + 2g + 1);
+# groups 0 and 1 (the split tile's second group found waiting there in run 49)
+EPILOGUE = tl.constexpr(11)
+EPILOGUE_GROUPS = tl.constexpr(2)
 
 
 @triton.jit
@@ -93,6 +100,15 @@ def mark_tile(timeline, stride, record, nblk, b):
     tl.store(row + 1, stamp[1])
     tl.store(row + 2, nblk.to(tl.int64))
     tl.store(row + 3, b.to(tl.int64))
+
+
+@triton.jit
+def mark_epilogue(timeline, stride, it, first_it, cid: tl.constexpr, phase: tl.constexpr):
+    """The time now for phase `phase` (0: last PV done, 1: O normalised) of group cid's epilogue
+    at iteration it, kept for its first own tile (iteration first_it) of groups 0 and 1."""
+    if cid < EPILOGUE_GROUPS:
+        if it == first_it:
+            tl.store(_row(timeline, stride) + EPILOGUE + 2 * cid + phase, globaltimer())
 
 
 @triton.jit
@@ -181,3 +197,35 @@ def ring_turn_stamps(buffer: torch.Tensor, num_groups: int,
             turns.append(dict(cta=cta, turn=turn, owners=owners[turn], issued=at[0],
                               seen=at[1:1 + num_groups]))
     return turns
+
+
+def epilogue_stamps(buffer: torch.Tensor, num_groups: int,
+                    ring_turns: int = RING_TURNS.value) -> list[dict]:
+    """The first own tile's epilogue of groups 0 and 1 in each CTA of a timeline's buffer, as
+    {cta, group, last_wait, pv, normalised, stored}: the end of its wait for its last K/V block's K
+    (`ring_turn_stamps`; None past the stamped turns), its last PV done, its O normalised and its
+    stores issued (the tile record), in ns from the CTA's PDL wait; None where not stamped
+    (timelines recorded before session 51 have no epilogue stamps)."""
+    turns_of: dict[int, list[dict]] = {}
+    for t in ring_turn_stamps(buffer, num_groups, ring_turns):
+        turns_of.setdefault(t["cta"], []).append(t)
+    rows = []
+    for cta, row in enumerate(buffer.tolist()):
+        ready = row[READY.value]
+        records = _tile_records(row, ring_turns)
+        for group in range(min(num_groups, EPILOGUE_GROUPS.value)):
+            own = [r for r in records[group::num_groups] if r[0] >= 0]
+            if not own:
+                continue
+            last_wait, seen_own = None, False
+            for t in sorted(turns_of.get(cta, []), key=lambda t: t["turn"]):
+                if group in t["owners"]:
+                    seen_own, last_wait = True, t["seen"][group]
+                elif seen_own:
+                    break
+            pv, normalised = (row[EPILOGUE.value + 2 * group + k] for k in range(2))
+            rows.append(dict(cta=cta, group=group, last_wait=last_wait,
+                             pv=None if pv < 0 else pv - ready,
+                             normalised=None if normalised < 0 else normalised - ready,
+                             stored=own[0][0] - ready))
+    return rows

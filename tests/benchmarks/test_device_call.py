@@ -383,3 +383,20 @@ def test_run49_call_records_the_timeline_only_after_its_gpu_tests_pass(tmp_path,
     for regime in ("none", "clean"):
         assert (f"timeline {regime} rc=0" in res.stdout) == recorded
     assert "table bench49 4 rc=0" in res.stdout
+
+
+@pytest.mark.parametrize("summary,recorded", [("3 passed in 9.0s", True),
+                                              ("1 failed, 2 passed in 9.0s", False)])
+def test_run49_call_b_records_the_epilogue_phases_only_after_the_gpu_tests_pass(tmp_path, summary,
+                                                                                recorded):
+    """Run 49's call b: the epilogue stamps' GPU tests, the timelines only when they pass, tables."""
+    (tmp_path / "tree/benchmarks").mkdir(parents=True)
+    (tmp_path / "tree/benchmarks/tlx_hopper_bench.py").write_text(FAKE_BENCH_ANY)
+    (tmp_path / "tree/benchmarks/tlx_timeline.py").write_text(FAKE_TIMELINE)
+    script = (REPO / "docs/kernels/tlx_hopper_run49/call_b_script.sh").read_text()
+    res, out = run_call(tmp_path, summary, "", call_s=300, script=script)
+    assert res.returncode == 0, res.stderr
+    assert f"timeline tests rc=0 {summary}" in res.stdout
+    for regime in ("dirty", "clean"):
+        assert (f"timeline {regime} rc=0 ## tlx forward timeline: stub" in res.stdout) == recorded
+    assert "table bench49c 3 rc=0" in res.stdout

@@ -80,6 +80,16 @@ def test_turn_table_gives_each_turns_issue_and_waits():
     assert len(lines) == 6  # turns 0-3
 
 
+def test_epilogue_table_gives_each_groups_phases_and_spread():
+    """two_ctas(): medians over the CTAs (the phases CTA 0's only) and how far apart the CTAs
+    issued the stores on the one clock (group 0: 5,000 and 4,200; group 1: 6,000 and 5,200)."""
+    lines = tool.epilogue_table(two_ctas()).splitlines()
+    assert lines[0].startswith("| group | last K wait ended (µs) | last PV done | O normalised |")
+    assert lines[2] == "| 0 | 0.55 | 1.00 | 1.50 | 1.50 | 0.80 |"
+    assert lines[3] == "| 1 | 0.80 | 2.00 | 2.50 | 2.50 | 0.80 |"
+    assert len(lines) == 4
+
+
 def test_saved_timeline_is_plotted(tmp_path):
     pytest.importorskip("matplotlib")
     assert tool.main(["--load", str(_saved(tmp_path)), "--plot", str(tmp_path / "t.png")]) == 0

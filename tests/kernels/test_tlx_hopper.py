@@ -891,6 +891,12 @@ def test_timeline_stamps_every_tile_and_changes_no_value(case):
         got[t["cta"]] = got.get(t["cta"], 0) + 1
         assert t["issued"] is not None and None not in t["seen"], t
     assert got == {c: min(n, tlx_timeline.RING_TURNS.value) for c, n in blocks.items() if n}
+    # the first own tile's epilogue of groups 0 and 1, where it has keys: last PV done, then O
+    # normalised, then the stores issued (its tile record), in that order
+    stamped = [e for e in tlx_timeline.epilogue_stamps(buf, g) if e["pv"] is not None]
+    assert stamped, "no epilogue stamped"
+    for e in stamped:
+        assert 0 <= e["pv"] <= e["normalised"] <= e["stored"], e
 
 
 @pytest.mark.gpu

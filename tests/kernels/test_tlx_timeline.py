@@ -31,6 +31,21 @@ def test_ring_turns_follow_the_tiles_in_the_producers_order():
     assert turns[9]["issued"] == 0 and turns[9]["seen"] == [500, None]
 
 
+def test_epilogue_stamps_of_each_groups_first_own_tile():
+    rows = tlx_timeline.epilogue_stamps(two_ctas().buffer, 2)
+    got = [(r["cta"], r["group"], r["last_wait"], r["pv"], r["normalised"], r["stored"])
+           for r in rows]
+    assert got == [
+        # CTA 0 (PDL wait at 3,000): group 0's tile is turns 0-1 (its last wait 100 + 500 after),
+        # group 1's turns 2-4 (400 + 500); the stores issued at the tile records' 5,000 and 6,000
+        (0, 0, 600, 1000, 1500, 2000),
+        (0, 1, 900, 2000, 2500, 3000),
+        # CTA 1: no epilogue stamps (as in timelines recorded before them)
+        (1, 0, 500, None, None, 1000),
+        (1, 1, 700, None, None, 2000),
+    ]
+
+
 def test_tiles_read_the_same_without_ring_turns():
     """A timeline saved before the ring turns (rows without their area, `ring_turns=0`) gives the
     same tiles: the tile records end where the ring area begins."""

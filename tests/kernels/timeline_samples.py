@@ -17,6 +17,8 @@ def two_ctas() -> tlx_timeline.Timeline:
     Ring turns (CTA 0's nine: 2 + 3 + 4 blocks; CTA 1's three): turn n issued 100 n ns after the
     PDL wait, its tile's group done waiting 500 ns after that and the other group 700 ns after;
     CTA 1's group 1 never stamped its turn 0.
+    Epilogue stamps of the groups' first own tiles, CTA 0 only: group 0's last PV done at 4,000 and
+    O normalised at 4,500, group 1's at 5,000 and 5,500.
     """
     t = tlx_timeline.allocate(2, 2, 3, torch.device("cpu"))
     b = t.buffer
@@ -48,4 +50,6 @@ def two_ctas() -> tlx_timeline.Timeline:
             b[cta, f + 1 + owner] = ready + 100 * turn + 500
             b[cta, f + 2 - owner] = ready + 100 * turn + 700
     b[1, base + 2] = -1
+    e = tlx_timeline.EPILOGUE.value
+    b[0, e:e + 4] = torch.tensor([4000, 4500, 5000, 5500])
     return t
