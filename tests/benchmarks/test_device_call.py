@@ -400,3 +400,18 @@ def test_run49_call_b_records_the_epilogue_phases_only_after_the_gpu_tests_pass(
     for regime in ("dirty", "clean"):
         assert (f"timeline {regime} rc=0 ## tlx forward timeline: stub" in res.stdout) == recorded
     assert "table bench49c 3 rc=0" in res.stdout
+
+
+def test_run49_call_c_profiles_the_default_forward_then_tables(tmp_path):
+    """Run 49's call c: Nsight Compute's SASS samples of the default PMA q128 fill-0.1 forward, then
+    tables."""
+    (tmp_path / "tree/benchmarks").mkdir(parents=True)
+    (tmp_path / "tree/benchmarks/tlx_hopper_bench.py").write_text(FAKE_BENCH_ANY)
+    script = (REPO / "docs/kernels/tlx_hopper_run49/call_c_script.sh").read_text()
+    res, out = run_call(tmp_path, "", "", tools={"ncu": NCU_STUB}, call_s=170, script=script)
+    assert res.returncode == 0, res.stderr
+    assert "ncu default_q128_fill01 rc=0" in res.stdout
+    assert "table bench49d 1 rc=0" in res.stdout
+    with tarfile.open(out / "r.tgz") as tar:
+        args = tar.extractfile("./default_q128_fill01.args").read().decode()
+    assert args.endswith("-m benchmarks.tlx_ncu_probe --shape PMA q128 fill0.1\n")
