@@ -46,7 +46,7 @@ import triton.language as tl
 import triton.language.extra.tlx as tlx
 
 from kernels.tlx_schedule import (kv_block_range, kv_unmasked_range, n_iterations, seq_bounds,
-                                  tile_at, wait_for_previous_kernel)
+                                  tile_at, wait_for_previous_kernel, warm_first_start)
 from kernels.tlx_timeline import (ENTRY, GROUP_END, READY, mark, mark_epilogue, mark_ring_turn,
                                   mark_sm, mark_tile, now, store_stamp)
 
@@ -406,8 +406,8 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                            CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
                            BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr,
                            Q_BYTES: tl.constexpr, KV_BYTES: tl.constexpr,
-                           SHIFT_TAIL: tl.constexpr, timeline, timeline_stride,
-                           TIMELINE: tl.constexpr):
+                           SHIFT_TAIL: tl.constexpr, WARM_FIRST: tl.constexpr, warm_s,
+                           timeline, timeline_stride, TIMELINE: tl.constexpr):
     """The producer over the static schedule: the CTA's tiles in order (`tile_at`)."""
     cnt_kv = 0
     cnt_q = 0
@@ -415,13 +415,14 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
     # tile info is prefetched: tile it+1's entry one iteration ahead, its bounds at the start of
     # tile it, so no global-load latency sits at a tile boundary
     valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair,
-                              tile_window, RESIDENT)
+                              tile_window, RESIDENT, WARM_FIRST, warm_s)
     q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
     n_valid, n_b, n_h, n_mb = tile_at(1, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                      ctas_per_pair, tile_window, RESIDENT)
+                                      ctas_per_pair, tile_window, RESIDENT, WARM_FIRST, warm_s)
     for it in range(0, n_iter):
         nn_valid, nn_b, nn_h, nn_mb = tile_at(it + 2, pid, n_prog, tile_entry, n_tiles, B, H,
-                                              NUM_MB, ctas_per_pair, tile_window, RESIDENT)
+                                              NUM_MB, ctas_per_pair, tile_window, RESIDENT,
+                                              WARM_FIRST, warm_s)
         n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(n_b, q_off, k_off, q_len,
                                                                      BROADCAST_Q)
         if valid:
@@ -636,13 +637,14 @@ def jfa_fwd_kernel(
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
     FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, SHIFT_TAIL: tl.constexpr,
-    TIMELINE: tl.constexpr,
+    WARM_FIRST: tl.constexpr, TIMELINE: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
     # SPLIT_TILES: a group computes all BLOCK_M rows of its own tiles from one resident Q tile (the
     # launcher's conditions: broadcast Q, resident, q_len == BLOCK_M, no mask, O by TMA only)
     tl.static_assert(not SPLIT_TILES or (BROADCAST_Q and RESIDENT and O_TMA_ONLY and not CAUSAL
                                          and not HAS_WINDOW))
+    tl.static_assert(not WARM_FIRST or SPLIT_TILES)  # FwdConfig.warm_first
     Q_ROWS: tl.constexpr = BLOCK_M if SPLIT_TILES else BM_SPLIT  # query rows per group and tile
     # consumer groups sharing a tile: its Q tiles per q-block
     TILE_GROUPS: tl.constexpr = 1 if SPLIT_TILES else NUM_GROUPS
@@ -698,6 +700,9 @@ def jfa_fwd_kernel(
         mark_sm(timeline, timeline_stride)
     n_tiles = tl.load(n_entries) * H  # generic schedule: (entry, head) tiles
     n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
+    warm_s = 0
+    if WARM_FIRST:
+        warm_s = warm_first_start(n_iter)
 
     with tlx.async_tasks():
         # ---- producer: TMA loads of Q (when it changes) and K/V ----------------------------
@@ -708,7 +713,7 @@ def jfa_fwd_kernel(
                                    tile_window, q_off, k_off, q_len, window, HEAD_DIM, BLOCK_M,
                                    BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, TILE_GROUPS, CAUSAL, HAS_WINDOW,
                                    BROADCAST_Q, RESIDENT, Q_BYTES, KV_BYTES, SHIFT_TAIL,
-                                   timeline, timeline_stride, TIMELINE)
+                                   WARM_FIRST, warm_s, timeline, timeline_stride, TIMELINE)
 
         # ---- consumers: QK^T, online softmax, PV, epilogue -------------------------------
         with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=NUM_GROUPS):
@@ -725,14 +730,15 @@ def jfa_fwd_kernel(
             if PINGPONG and cid == NUM_GROUPS - 1:
                 tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # group 0 issues first
             valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                      ctas_per_pair, tile_window, RESIDENT)
+                                      ctas_per_pair, tile_window, RESIDENT, WARM_FIRST, warm_s)
             q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
             n_valid, n_b, n_h, n_mb = tile_at(1, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                              ctas_per_pair, tile_window, RESIDENT)
+                                              ctas_per_pair, tile_window, RESIDENT, WARM_FIRST,
+                                              warm_s)
             for it in range(0, n_iter):
                 nn_valid, nn_b, nn_h, nn_mb = tile_at(it + 2, pid, n_prog, tile_entry, n_tiles, B,
                                                       H, NUM_MB, ctas_per_pair, tile_window,
-                                                      RESIDENT)
+                                                      RESIDENT, WARM_FIRST, warm_s)
                 n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(
                     n_b, q_off, k_off, q_len, BROADCAST_Q)
                 if valid:

@@ -769,6 +769,29 @@ def test_split_tiles_changes_no_value(case):
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", split_tiles_cases(), ids=lambda c: c.name)
+def test_warm_first_changes_no_value(case):
+    """FwdConfig.warm_first (the split tile's CTAs take a medium pair of tiles first) against the
+    reference, and bit-identical with the launcher's order: the same tiles, each computed alike."""
+    from kernels import tlx_hopper
+
+    inputs, params, default = _switch_against_reference(case, {"warm_first": True})
+    q, k, v, q_off, k_off, _, _ = inputs
+    with persistent_grid(case.grid):
+        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
+        warm = dataclasses.replace(default, warm_first=True)
+        out_w, lse_w = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=warm)
+    assert torch.equal(out, out_w) and torch.equal(lse, lse_w)
+
+
+@pytest.mark.gpu
+def test_warm_first_refuses_a_call_without_split_tiles():
+    _assert_refused(Case("bcast", 20, 128, 100, 2, 2, 128, "bf16", True), {"warm_first": True},
+                    "warm_first needs split_tiles")
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", shift_tail_cases(), ids=lambda c: c.name)
 def test_shift_tail(case):
     """FwdConfig.shift_tail (a sequence's partial last K/V block loaded ending at its last key)
