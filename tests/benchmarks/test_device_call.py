@@ -402,21 +402,6 @@ def test_run49_call_b_records_the_epilogue_phases_only_after_the_gpu_tests_pass(
     assert "table bench49c 3 rc=0" in res.stdout
 
 
-def test_run49_call_c_profiles_the_default_forward_then_tables(tmp_path):
-    """Run 49's call c: Nsight Compute's SASS samples of the default PMA q128 fill-0.1 forward, then
-    tables."""
-    (tmp_path / "tree/benchmarks").mkdir(parents=True)
-    (tmp_path / "tree/benchmarks/tlx_hopper_bench.py").write_text(FAKE_BENCH_ANY)
-    script = (REPO / "docs/kernels/tlx_hopper_run49/call_c_script.sh").read_text()
-    res, out = run_call(tmp_path, "", "", tools={"ncu": NCU_STUB}, call_s=170, script=script)
-    assert res.returncode == 0, res.stderr
-    assert "ncu default_q128_fill01 rc=0" in res.stdout
-    assert "table bench49d 1 rc=0" in res.stdout
-    with tarfile.open(out / "r.tgz") as tar:
-        args = tar.extractfile("./default_q128_fill01.args").read().decode()
-    assert args.endswith("-m benchmarks.tlx_ncu_probe --shape PMA q128 fill0.1\n")
-
-
 @pytest.mark.parametrize("summary,recorded", [("30 passed in 90.0s", True),
                                               ("1 failed, 29 passed in 90.0s", False)])
 def test_run50_call_tests_warm_first_before_its_ab_and_timeline(tmp_path, summary, recorded):
@@ -426,10 +411,12 @@ def test_run50_call_tests_warm_first_before_its_ab_and_timeline(tmp_path, summar
     (tmp_path / "tree/benchmarks/tlx_hopper_bench.py").write_text(FAKE_BENCH_ANY)
     (tmp_path / "tree/benchmarks/tlx_timeline.py").write_text(FAKE_TIMELINE)
     script = (REPO / "docs/kernels/tlx_hopper_run50/call_a_script.sh").read_text()
-    res, out = run_call(tmp_path, summary, "", call_s=420, script=script)
+    res, out = run_call(tmp_path, summary, "", tools={"ncu": NCU_STUB}, call_s=420, script=script)
     assert res.returncode == 0, res.stderr
     assert f"warm tests rc=0 {summary}" in res.stdout
     for i in (1, 2):
         assert (f"ab warm_{i} rc=0" in res.stdout) == recorded
     assert ("timeline warm rc=0 ## tlx forward timeline: stub" in res.stdout) == recorded
+    for name in ("default", "warm"):
+        assert (f"ncu {name}_q128_fill01 rc=0" in res.stdout) == recorded
     assert "table bench50 3 rc=0" in res.stdout

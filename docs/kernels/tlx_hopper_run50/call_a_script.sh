@@ -16,6 +16,9 @@ gpu_tests warm tests/kernels/test_tlx_hopper.py -k "warm_first or split_tiles or
   timeout 60 python -m benchmarks.tlx_timeline --shape "PMA q128 fill0.1" --regime dirty \
     --samples 3 --fwd-config warm_first=True --out "$OUT/timeline_warm.md" > "$OUT/timeline.log" 2>&1
   log "timeline warm rc=$? $(tail -4 "$OUT/timeline_warm.md" | tr '\n' ' ')"
+  # the "no instruction" stalls by warp role and address (sass_*.csv.gz), default and warm_first
+  ncu_by_role default_q128_fill01 jfa_fwd_kernel "PMA q128 fill0.1"
+  ncu_by_role warm_q128_fill01 jfa_fwd_kernel "PMA q128 fill0.1" --fwd-config warm_first=True
 }
 tables bench50 3
 finish
