@@ -195,6 +195,14 @@ class FwdConfig:
     # run 45's "no instruction" samples), while the ring waits on it. Outputs bit-identical (the
     # same tiles in another order). Prepared in session 51, not measured: off
     warm_first: bool = False
+    # with shift_tail: the unmasked bulk loop and the shifted tail's masked one run as one loop,
+    # every block masked below its col_lo (0 but in the shifted block: a select per score), so the
+    # tail is the bulk's code instead of a copy of its own (sm_90: 920-1,040 fewer SASS
+    # instructions in the mask-free PMA forwards at D = 128, the split tile's 5,224 -> 4,304),
+    # code which run 49 found a consumer group fetching slowly the first time it ran. Outputs
+    # bit-identical (the bulk blocks' mask keeps every score). Prepared in session 51, not
+    # measured: off
+    merge_tail: bool = False
 
     @property
     def block_m(self) -> int:
@@ -461,7 +469,7 @@ def fwd_constexprs(cfg: FwdConfig, head_dim: int, causal: bool, has_window: bool
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
         RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
         SPLIT_TILES=cfg.split_tiles, SHIFT_TAIL=cfg.shift_tail, WARM_FIRST=cfg.warm_first,
-        TIMELINE=timeline)
+        MERGE_TAIL=cfg.merge_tail, TIMELINE=timeline)
 
 
 def _fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | None,
@@ -517,6 +525,9 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
         reason = split_tiles_refusal(cfg, broadcast, q_len, pairs, n_prog, params)
         if reason is not None:
             raise ValueError(f"tlx FwdConfig: split_tiles {reason}")
+    if cfg.merge_tail and not cfg.shift_tail:
+        raise ValueError("tlx FwdConfig: merge_tail needs shift_tail (it merges the shifted tail's "
+                         "loop into the bulk loop)")
     if cfg.warm_first and not cfg.split_tiles:
         raise ValueError("tlx FwdConfig: warm_first needs split_tiles (it orders the resident CTAs' "
                          "tiles for the split tile's two groups)")

@@ -512,6 +512,7 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                   LATE_P_CAST: tl.constexpr, LAZY_RESCALE: tl.constexpr,
                   RCP_NORMALISE: tl.constexpr, FAST_EPILOGUE: tl.constexpr,
                   SPLIT_TILES: tl.constexpr, PINGPONG: tl.constexpr, SHIFT_TAIL: tl.constexpr,
+                  MERGE_TAIL: tl.constexpr,
                   TIMELINE: tl.constexpr, dtype: tl.constexpr):
     """Consumer group cid's part of the CTA's it-th tile (batch element b, head h, q-block mb): its
     rows' QK^T, online softmax, PV and epilogue, or, for the split tile's other group (and idle
@@ -587,18 +588,26 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                     NUM_BUF_KV, CAUSAL, HAS_WINDOW, True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE,
                     dtype, PINGPONG, False, timeline, timeline_stride,
                     TIMELINE)
-                acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
-                    a, c, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc,
-                    p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid, NUM_GROUPS,
-                    NUM_BUF_KV, CAUSAL, HAS_WINDOW, False, BLOCK_N, LATE_P_CAST, LAZY_RESCALE,
-                    dtype, PINGPONG, False, timeline, timeline_stride,
-                    TIMELINE)
-                acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
-                    c, nblk, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
-                    acc, p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid, NUM_GROUPS,
-                    NUM_BUF_KV, CAUSAL, HAS_WINDOW, True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE,
-                    dtype, PINGPONG, SHIFT_TAIL, timeline, timeline_stride,
-                    TIMELINE)
+                if MERGE_TAIL:  # bulk and shifted tail in one loop, each block masked below col_lo
+                    acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
+                        a, nblk, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                        acc, p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid,
+                        NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True, BLOCK_N, LATE_P_CAST,
+                        LAZY_RESCALE, dtype, PINGPONG, SHIFT_TAIL, timeline, timeline_stride,
+                        TIMELINE)
+                else:
+                    acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
+                        a, c, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                        acc, p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid,
+                        NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False, BLOCK_N, LATE_P_CAST,
+                        LAZY_RESCALE, dtype, PINGPONG, False, timeline, timeline_stride,
+                        TIMELINE)
+                    acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
+                        c, nblk, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                        acc, p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid,
+                        NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True, BLOCK_N, LATE_P_CAST,
+                        LAZY_RESCALE, dtype, PINGPONG, SHIFT_TAIL, timeline, timeline_stride,
+                        TIMELINE)
                 # epilogue: PV of the last block
                 acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,
                                       NUM_BUF_KV, dtype)
@@ -637,7 +646,7 @@ def jfa_fwd_kernel(
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
     FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, SHIFT_TAIL: tl.constexpr,
-    WARM_FIRST: tl.constexpr, TIMELINE: tl.constexpr,
+    WARM_FIRST: tl.constexpr, MERGE_TAIL: tl.constexpr, TIMELINE: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
     # SPLIT_TILES: a group computes all BLOCK_M rows of its own tiles from one resident Q tile (the
@@ -645,6 +654,7 @@ def jfa_fwd_kernel(
     tl.static_assert(not SPLIT_TILES or (BROADCAST_Q and RESIDENT and O_TMA_ONLY and not CAUSAL
                                          and not HAS_WINDOW))
     tl.static_assert(not WARM_FIRST or SPLIT_TILES)  # FwdConfig.warm_first
+    tl.static_assert(not MERGE_TAIL or SHIFT_TAIL)  # FwdConfig.merge_tail
     Q_ROWS: tl.constexpr = BLOCK_M if SPLIT_TILES else BM_SPLIT  # query rows per group and tile
     # consumer groups sharing a tile: its Q tiles per q-block
     TILE_GROUPS: tl.constexpr = 1 if SPLIT_TILES else NUM_GROUPS
@@ -750,7 +760,7 @@ def jfa_fwd_kernel(
                         BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, Q_ROWS, ROW_OFF, Q_SLOT0, CAUSAL,
                         HAS_WINDOW, BROADCAST_Q, TMA_STORE_O, O_IN_Q, O_TMA_ONLY,
                         SKIP_IDLE_GROUPS, LATE_P_CAST, LAZY_RESCALE, RCP_NORMALISE, FAST_EPILOGUE,
-                        SPLIT_TILES, PINGPONG, SHIFT_TAIL, TIMELINE, dtype)
+                        SPLIT_TILES, PINGPONG, SHIFT_TAIL, MERGE_TAIL, TIMELINE, dtype)
                 valid, b, h, mb = n_valid, n_b, n_h, n_mb
                 q_row0, out_row0, qlen, kv_row0, klen = (n_q_row0, n_out_row0, n_qlen, n_kv_row0,
                                                          n_klen)

@@ -404,19 +404,20 @@ def test_run49_call_b_records_the_epilogue_phases_only_after_the_gpu_tests_pass(
 
 @pytest.mark.parametrize("summary,recorded", [("30 passed in 90.0s", True),
                                               ("1 failed, 29 passed in 90.0s", False)])
-def test_run50_call_tests_warm_first_before_its_ab_and_timeline(tmp_path, summary, recorded):
-    """Run 50's call: warm_first's GPU tests; its two A/Bs and its timeline only when they pass;
-    then tables."""
+def test_run50_call_tests_its_candidates_before_their_abs(tmp_path, summary, recorded):
+    """Run 50's call: warm_first's and merge_tail's GPU tests; their A/Bs, warm_first's timeline
+    and the SASS samples only when the tests pass; then tables."""
     (tmp_path / "tree/benchmarks").mkdir(parents=True)
     (tmp_path / "tree/benchmarks/tlx_hopper_bench.py").write_text(FAKE_BENCH_ANY)
     (tmp_path / "tree/benchmarks/tlx_timeline.py").write_text(FAKE_TIMELINE)
     script = (REPO / "docs/kernels/tlx_hopper_run50/call_a_script.sh").read_text()
-    res, out = run_call(tmp_path, summary, "", tools={"ncu": NCU_STUB}, call_s=420, script=script)
+    res, out = run_call(tmp_path, summary, "", tools={"ncu": NCU_STUB}, call_s=560, script=script)
     assert res.returncode == 0, res.stderr
     assert f"warm tests rc=0 {summary}" in res.stdout
     for i in (1, 2):
         assert (f"ab warm_{i} rc=0" in res.stdout) == recorded
+        assert (f"ab merge_{i} rc=0" in res.stdout) == recorded
     assert ("timeline warm rc=0 ## tlx forward timeline: stub" in res.stdout) == recorded
-    for name in ("default", "warm"):
+    for name in ("default", "warm", "merge"):
         assert (f"ncu {name}_q128_fill01 rc=0" in res.stdout) == recorded
     assert "table bench50 3 rc=0" in res.stdout

@@ -785,6 +785,32 @@ def test_warm_first_changes_no_value(case):
 
 
 @pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", shift_tail_cases(), ids=lambda c: c.name)
+def test_merge_tail_changes_no_value(case):
+    """FwdConfig.merge_tail (the shifted tail run by the bulk loop, every block masked below its
+    col_lo) against the reference, and bit-identical with the shifted tail in a loop of its own:
+    the bulk blocks' mask keeps every score."""
+    from kernels import tlx_hopper
+
+    inputs, params, default = _switch_against_reference(case, {"shift_tail": True,
+                                                               "merge_tail": True})
+    q, k, v, q_off, k_off, _, _ = inputs
+    shifted = dataclasses.replace(default, shift_tail=True)
+    with persistent_grid(case.grid):
+        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=shifted)
+        merged = dataclasses.replace(shifted, merge_tail=True)
+        out_m, lse_m = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=merged)
+    assert torch.equal(out, out_m) and torch.equal(lse, lse_m)
+
+
+@pytest.mark.gpu
+def test_merge_tail_refuses_a_call_without_the_shifted_tail():
+    _assert_refused(Case("bcast", 20, 128, 100, 2, 2, 128, "bf16", True), {"merge_tail": True},
+                    "merge_tail needs shift_tail")
+
+
+@pytest.mark.gpu
 def test_warm_first_refuses_a_call_without_split_tiles():
     _assert_refused(Case("bcast", 20, 128, 100, 2, 2, 128, "bf16", True), {"warm_first": True},
                     "warm_first needs split_tiles")
