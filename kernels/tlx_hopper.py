@@ -191,9 +191,9 @@ class FwdConfig:
     # q128 fill 0.1): the second group, whose first tile only starts once the first group's has
     # passed the ring, spends ~5-7 µs more than later runs of the same code the first time it runs
     # its bulk loop and its tail and epilogue (its normalise, pure register arithmetic, 1.5 µs
-    # against 0.3), ending at one instant in every CTA (an instruction fetch from a shared line, by
-    # run 45's "no instruction" samples), while the ring waits on it. Outputs bit-identical (the
-    # same tiles in another order). Prepared in session 51, not measured: off
+    # against 0.3), ending at one instant in every CTA (most likely its instruction fetches: run
+    # 45's "no instruction" samples), while the ring waits on it. Outputs bit-identical (the same
+    # tiles in another order). Prepared in session 51, not measured: off
     warm_first: bool = False
     # with shift_tail: the unmasked bulk loop and the shifted tail's masked one run as one loop,
     # every block masked below its col_lo (0 but in the shifted block: a select per score), so the
