@@ -121,6 +121,12 @@ def table(samples: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _median_us(ns: list) -> str:
+    """The median of the stamped values (ns; None where not stamped) in µs, or blank."""
+    kept = [v for v in ns if v is not None]
+    return f"{statistics.median(kept) / 1e3:.2f}" if kept else ""
+
+
 def turn_table(timeline: tlx_timeline.Timeline, turns: int = 24) -> str:
     """Markdown of a launch's first K/V ring turns (`kernels.tlx_timeline.ring_turn_stamps`), medians
     over the CTAs in µs from their PDL wait: when the producer issued each turn's K load and when
@@ -131,19 +137,14 @@ def turn_table(timeline: tlx_timeline.Timeline, turns: int = 24) -> str:
         if s["turn"] < turns:
             by_turn.setdefault(s["turn"], []).append(s)
     g = timeline.num_groups
-
-    def median_us(values: list) -> str:
-        kept = [v for v in values if v is not None]
-        return f"{statistics.median(kept) / 1e3:.2f}" if kept else ""
-
     head = "| turn | its tile's group | issued (µs) | " + " | ".join(
         f"group {i} waited until (µs)" for i in range(g)) + " |"
     lines = [head, "|--:|:-:|--:|" + "--:|" * g]
     for turn, stamps in sorted(by_turn.items()):
         owners = statistics.mode(s["owners"] for s in stamps)
         lines.append(f"| {turn} | {', '.join(map(str, owners))} | "
-                     + median_us([s["issued"] for s in stamps]) + " | "
-                     + " | ".join(median_us([s["seen"][i] for s in stamps]) for i in range(g)) + " |")
+                     + _median_us([s["issued"] for s in stamps]) + " | "
+                     + " | ".join(_median_us([s["seen"][i] for s in stamps]) for i in range(g)) + " |")
     return "\n".join(lines)
 
 
@@ -152,20 +153,15 @@ def epilogue_table(timeline: tlx_timeline.Timeline) -> str:
     (`kernels.tlx_timeline.epilogue_stamps`), medians over the CTAs in µs from their PDL wait, and
     how far apart the CTAs issue its stores on the one globaltimer clock: a wait that ends at one
     instant in every CTA (run 49: the split tile's second group) shows as a small spread there."""
-    rows = tlx_timeline.epilogue_stamps(timeline.buffer.cpu(), timeline.num_groups,
-                                        timeline.ring_turns)
-    ready = {cta: r[READY] for cta, r in enumerate(timeline.buffer.cpu().tolist())}
+    buf = timeline.buffer.cpu()
+    rows = tlx_timeline.epilogue_stamps(buf, timeline.num_groups, timeline.ring_turns)
+    ready = buf[:, READY].tolist()
     lines = ["| group | last K wait ended (µs) | last PV done | O normalised | stores issued | "
              "stores issued: spread over the CTAs (µs) |", "|--:|--:|--:|--:|--:|--:|"]
     for group in sorted({r["group"] for r in rows}):
         mine = [r for r in rows if r["group"] == group]
-
-        def median_us(key: str) -> str:
-            kept = [r[key] for r in mine if r[key] is not None]
-            return f"{statistics.median(kept) / 1e3:.2f}" if kept else ""
-
         issued = [ready[r["cta"]] + r["stored"] for r in mine]
-        lines.append(f"| {group} | " + " | ".join(median_us(k) for k in
+        lines.append(f"| {group} | " + " | ".join(_median_us([r[k] for r in mine]) for k in
                                                   ("last_wait", "pv", "normalised", "stored"))
                      + f" | {(max(issued) - min(issued)) / 1e3:.2f} |")
     return "\n".join(lines)

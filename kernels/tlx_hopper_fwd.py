@@ -581,27 +581,21 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                     _release_staged_q_slot(q_empties, release, held_o)
                 held_o = 0
                 # masked head [1, a), unmasked bulk [a, c), masked tail [c, nblk) (SHIFT_TAIL:
-                # only the last block is masked there, with a block before it: the shifted one)
+                # only the last block is masked there, with a block before it: the shifted one;
+                # MERGE_TAIL: the bulk loop runs it too, every block masked below its col_lo)
                 acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
                     1, a, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc,
                     p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid, NUM_GROUPS,
                     NUM_BUF_KV, CAUSAL, HAS_WINDOW, True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE,
                     dtype, PINGPONG, False, timeline, timeline_stride,
                     TIMELINE)
-                if MERGE_TAIL:  # bulk and shifted tail in one loop, each block masked below col_lo
-                    acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
-                        a, nblk, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
-                        acc, p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid,
-                        NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True, BLOCK_N, LATE_P_CAST,
-                        LAZY_RESCALE, dtype, PINGPONG, SHIFT_TAIL, timeline, timeline_stride,
-                        TIMELINE)
-                else:
-                    acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
-                        a, c, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
-                        acc, p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid,
-                        NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False, BLOCK_N, LATE_P_CAST,
-                        LAZY_RESCALE, dtype, PINGPONG, False, timeline, timeline_stride,
-                        TIMELINE)
+                acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
+                    a, nblk if MERGE_TAIL else c, q_buf, k_tiles, v_tiles, k_fulls, k_empties,
+                    v_fulls, v_empties, acc, p, m_i, l_i, cnt_kv, lo, rows, klen, window,
+                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, MERGE_TAIL, BLOCK_N,
+                    LATE_P_CAST, LAZY_RESCALE, dtype, PINGPONG, MERGE_TAIL, timeline,
+                    timeline_stride, TIMELINE)
+                if not MERGE_TAIL:
                     acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
                         c, nblk, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
                         acc, p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid,
@@ -611,11 +605,11 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                 # epilogue: PV of the last block
                 acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,
                                       NUM_BUF_KV, dtype)
-                if TIMELINE:  # the group's first own tile: iteration cid (split tiles) or 0
-                    mark_epilogue(timeline, timeline_stride, it, cid if SPLIT_TILES else 0, cid, 0)
+                if TIMELINE:
+                    mark_epilogue(timeline, timeline_stride, it, cid, 0, SPLIT_TILES)
                 o, lse = _normalise(acc, m_i, l_i, RCP_NORMALISE, FAST_EPILOGUE, dtype)
                 if TIMELINE:
-                    mark_epilogue(timeline, timeline_stride, it, cid if SPLIT_TILES else 0, cid, 1)
+                    mark_epilogue(timeline, timeline_stride, it, cid, 1, SPLIT_TILES)
                 if O_IN_Q:
                     if tma_o:  # stage O in the Q tile: its last QK^T was waited on
                         tlx.fence("async_shared")

@@ -103,11 +103,13 @@ def mark_tile(timeline, stride, record, nblk, b):
 
 
 @triton.jit
-def mark_epilogue(timeline, stride, it, first_it, cid: tl.constexpr, phase: tl.constexpr):
+def mark_epilogue(timeline, stride, it, cid: tl.constexpr, phase: tl.constexpr,
+                  SPLIT_TILES: tl.constexpr):
     """The time now for phase `phase` (0: last PV done, 1: O normalised) of group cid's epilogue
-    at iteration it, kept for its first own tile (iteration first_it) of groups 0 and 1."""
+    at iteration it, kept for its first own tile (iteration cid with split tiles, else 0) of
+    groups 0 and 1."""
     if cid < EPILOGUE_GROUPS:
-        if it == first_it:
+        if it == (cid if SPLIT_TILES else 0):
             tl.store(_row(timeline, stride) + EPILOGUE + 2 * cid + phase, globaltimer())
 
 
@@ -172,7 +174,6 @@ def group_tiles(buffer: torch.Tensor, num_groups: int,
                                   ns=ns - prev_ns, cycles=cycles - prev_cycles))
                 prev_ns, prev_cycles = ns, cycles
     return tiles
-
 
 
 def ring_turn_stamps(buffer: torch.Tensor, num_groups: int,

@@ -44,6 +44,17 @@ def run_call(tmp_path: Path, summary: str, body: str, tools: dict[str, str] | No
     return res, out
 
 
+def run_repo_script(tmp_path: Path, path: str, summary: str, call_s: int, modules: dict[str, str],
+                    tools: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, Path]:
+    """The repository's call script at `path`, run as `run_call` runs one, with stub benchmark
+    modules (name -> source) in its tree's benchmarks/."""
+    (tmp_path / "tree/benchmarks").mkdir(parents=True, exist_ok=True)
+    for name, source in modules.items():
+        (tmp_path / "tree/benchmarks" / f"{name}.py").write_text(source)
+    return run_call(tmp_path, summary, "", tools=tools, call_s=call_s,
+                    script=(REPO / path).read_text())
+
+
 @pytest.mark.parametrize("summary,gate", [("12 passed in 3.1s", 0), ("1 failed, 11 passed in 3.1s", 1),
                                           ("5 deselected in 0.1s", 1)])
 def test_gpu_tests_gates_on_passed_and_none_failed(tmp_path, summary, gate):
@@ -347,11 +358,10 @@ def test_run48_one_call_times_a_table_and_the_bound_then_tests_where_330_s_are_l
     """The folded call: a table, the packed bound, the suite only with its 390 s still ahead
     (a short call keeps its tables instead), the checksum chained when the suite passed."""
     _next_call(tmp_path)
-    (tmp_path / "tree/benchmarks").mkdir(parents=True)
-    (tmp_path / "tree/benchmarks/tlx_hopper_bench.py").write_text(FAKE_BENCH_ANY)
-    (tmp_path / "tree/benchmarks/tlx_packed_bound.py").write_text(FAKE_PACKED_BOUND)
-    script = (REPO / "docs/kernels/tlx_hopper_run48/call_one_script.sh").read_text()
-    res, out = run_call(tmp_path, "900 passed in 200.0s", "", call_s=call_s, script=script)
+    res, out = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run48/call_one_script.sh",
+                               "900 passed in 200.0s", call_s,
+                               {"tlx_hopper_bench": FAKE_BENCH_ANY,
+                                "tlx_packed_bound": FAKE_PACKED_BOUND})
     assert res.returncode == 0, res.stderr
     assert "table bench48 1 rc=0 fb [2.0] fwd [1.5]" in res.stdout
     assert "packed bound rc=0 [0.912]" in res.stdout
@@ -366,17 +376,15 @@ def test_run48_one_call_times_a_table_and_the_bound_then_tests_where_330_s_are_l
 FAKE_TIMELINE = """import sys
 open(sys.argv[sys.argv.index("--out") + 1], "w").write("## tlx forward timeline: stub\\n")
 """
+BENCH_AND_TIMELINE = {"tlx_hopper_bench": FAKE_BENCH_ANY, "tlx_timeline": FAKE_TIMELINE}
 
 
 @pytest.mark.parametrize("summary,recorded", [("12 passed in 9.0s", True),
                                               ("1 failed, 11 passed in 9.0s", False)])
 def test_run49_call_records_the_timeline_only_after_its_gpu_tests_pass(tmp_path, summary, recorded):
     """Run 49's call: the ring-turn stamps' GPU tests, the timeline only when they pass, then tables."""
-    (tmp_path / "tree/benchmarks").mkdir(parents=True)
-    (tmp_path / "tree/benchmarks/tlx_hopper_bench.py").write_text(FAKE_BENCH_ANY)
-    (tmp_path / "tree/benchmarks/tlx_timeline.py").write_text(FAKE_TIMELINE)
-    script = (REPO / "docs/kernels/tlx_hopper_run49/call_a_script.sh").read_text()
-    res, out = run_call(tmp_path, summary, "", call_s=400, script=script)
+    res, out = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run49/call_a_script.sh", summary,
+                               400, BENCH_AND_TIMELINE)
     assert res.returncode == 0, res.stderr
     assert f"timeline tests rc=0 {summary}" in res.stdout
     assert ("timeline rc=0 ## tlx forward timeline: stub" in res.stdout) == recorded
@@ -390,11 +398,8 @@ def test_run49_call_records_the_timeline_only_after_its_gpu_tests_pass(tmp_path,
 def test_run49_call_b_records_the_epilogue_phases_only_after_the_gpu_tests_pass(tmp_path, summary,
                                                                                 recorded):
     """Run 49's call b: the epilogue stamps' GPU tests, the timelines only when they pass, tables."""
-    (tmp_path / "tree/benchmarks").mkdir(parents=True)
-    (tmp_path / "tree/benchmarks/tlx_hopper_bench.py").write_text(FAKE_BENCH_ANY)
-    (tmp_path / "tree/benchmarks/tlx_timeline.py").write_text(FAKE_TIMELINE)
-    script = (REPO / "docs/kernels/tlx_hopper_run49/call_b_script.sh").read_text()
-    res, out = run_call(tmp_path, summary, "", call_s=300, script=script)
+    res, out = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run49/call_b_script.sh", summary,
+                               300, BENCH_AND_TIMELINE)
     assert res.returncode == 0, res.stderr
     assert f"timeline tests rc=0 {summary}" in res.stdout
     for regime in ("dirty", "clean"):
@@ -407,11 +412,8 @@ def test_run49_call_b_records_the_epilogue_phases_only_after_the_gpu_tests_pass(
 def test_run50_call_tests_its_candidates_before_their_abs(tmp_path, summary, recorded):
     """Run 50's call: warm_first's and merge_tail's GPU tests; their A/Bs, warm_first's timeline
     and the SASS samples only when the tests pass; then tables."""
-    (tmp_path / "tree/benchmarks").mkdir(parents=True)
-    (tmp_path / "tree/benchmarks/tlx_hopper_bench.py").write_text(FAKE_BENCH_ANY)
-    (tmp_path / "tree/benchmarks/tlx_timeline.py").write_text(FAKE_TIMELINE)
-    script = (REPO / "docs/kernels/tlx_hopper_run50/call_a_script.sh").read_text()
-    res, out = run_call(tmp_path, summary, "", tools={"ncu": NCU_STUB}, call_s=560, script=script)
+    res, out = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run50/call_a_script.sh", summary,
+                               560, BENCH_AND_TIMELINE, tools={"ncu": NCU_STUB})
     assert res.returncode == 0, res.stderr
     assert f"warm tests rc=0 {summary}" in res.stdout
     for i in (1, 2):

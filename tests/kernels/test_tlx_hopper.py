@@ -748,6 +748,18 @@ def _switch_against_reference(case: Case, overrides: dict):
     return inputs, params, default
 
 
+def _assert_bit_identical(case: Case, inputs, params, config, other) -> None:
+    """A forward switch's second check: the forward with `config` and with `other` (on the case's
+    grid) give the same O and LSE bit for bit."""
+    from kernels import tlx_hopper
+
+    q, k, v, q_off, k_off, _, _ = inputs
+    with persistent_grid(case.grid):
+        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
+        out_o, lse_o = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=other)
+    assert torch.equal(out, out_o) and torch.equal(lse, lse_o)
+
+
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", split_tiles_cases(), ids=lambda c: c.name)
@@ -758,13 +770,9 @@ def test_split_tiles_changes_no_value(case):
     from kernels import tlx_hopper
 
     inputs, params, default = _switch_against_reference(case, dict(tlx_hopper.SPLIT_TILE_FIELDS))
-    q, k, v, q_off, k_off, _, _ = inputs
     assert default.split_tiles  # the launcher takes it for these calls
-    with persistent_grid(case.grid):
-        pingpong = dataclasses.replace(default, split_tiles=False, late_p_cast=True)
-        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
-        out_p, lse_p = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=pingpong)
-    assert torch.equal(out, out_p) and torch.equal(lse, lse_p)
+    pingpong = dataclasses.replace(default, split_tiles=False, late_p_cast=True)
+    _assert_bit_identical(case, inputs, params, default, pingpong)
 
 
 @pytest.mark.gpu
@@ -773,15 +781,9 @@ def test_split_tiles_changes_no_value(case):
 def test_warm_first_changes_no_value(case):
     """FwdConfig.warm_first (the split tile's CTAs take a medium pair of tiles first) against the
     reference, and bit-identical with the launcher's order: the same tiles, each computed alike."""
-    from kernels import tlx_hopper
-
     inputs, params, default = _switch_against_reference(case, {"warm_first": True})
-    q, k, v, q_off, k_off, _, _ = inputs
-    with persistent_grid(case.grid):
-        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=default)
-        warm = dataclasses.replace(default, warm_first=True)
-        out_w, lse_w = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=warm)
-    assert torch.equal(out, out_w) and torch.equal(lse, lse_w)
+    _assert_bit_identical(case, inputs, params, default,
+                          dataclasses.replace(default, warm_first=True))
 
 
 @pytest.mark.gpu
@@ -791,17 +793,11 @@ def test_merge_tail_changes_no_value(case):
     """FwdConfig.merge_tail (the shifted tail run by the bulk loop, every block masked below its
     col_lo) against the reference, and bit-identical with the shifted tail in a loop of its own:
     the bulk blocks' mask keeps every score."""
-    from kernels import tlx_hopper
-
     inputs, params, default = _switch_against_reference(case, {"shift_tail": True,
                                                                "merge_tail": True})
-    q, k, v, q_off, k_off, _, _ = inputs
     shifted = dataclasses.replace(default, shift_tail=True)
-    with persistent_grid(case.grid):
-        out, lse = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=shifted)
-        merged = dataclasses.replace(shifted, merge_tail=True)
-        out_m, lse_m = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=merged)
-    assert torch.equal(out, out_m) and torch.equal(lse, lse_m)
+    _assert_bit_identical(case, inputs, params, shifted,
+                          dataclasses.replace(shifted, merge_tail=True))
 
 
 @pytest.mark.gpu
