@@ -185,24 +185,6 @@ class FwdConfig:
     # there) and 0.956 / 0.969 / 0.994 / 0.962 / 0.959 / 0.954: `fwd_config` takes it for broadcast
     # Q at D = 128 without a mask
     shift_tail: bool = False
-    # split tiles: the CTA's first two tiles (its heaviest pair, one per group) swapped with the
-    # medium pair a quarter of the way into its order (`tlx_schedule._warm_first_order`), so each
-    # group runs its first block, bulk loop, tail and epilogue once early. Run 49 (timeline, PMA
-    # q128 fill 0.1): the second group, whose first tile only starts once the first group's has
-    # passed the ring, spends ~5-7 µs more than later runs of the same code the first time it runs
-    # its bulk loop and its tail and epilogue (its normalise, pure register arithmetic, 1.5 µs
-    # against 0.3), ending at one instant in every CTA (most likely its instruction fetches: run
-    # 45's "no instruction" samples), while the ring waits on it. Outputs bit-identical (the same
-    # tiles in another order). Prepared in session 51, not measured: off
-    warm_first: bool = False
-    # with shift_tail: the unmasked bulk loop and the shifted tail's masked one run as one loop,
-    # every block masked below its col_lo (0 but in the shifted block: a select per score), so the
-    # tail is the bulk's code instead of a copy of its own (sm_90: 920-1,040 fewer SASS
-    # instructions in the mask-free PMA forwards at D = 128, the split tile's 5,224 -> 4,304),
-    # code which run 49 found a consumer group fetching slowly the first time it ran. Outputs
-    # bit-identical (the bulk blocks' mask keeps every score). Prepared in session 51, not
-    # measured: off
-    merge_tail: bool = False
 
     @property
     def block_m(self) -> int:
@@ -468,8 +450,7 @@ def fwd_constexprs(cfg: FwdConfig, head_dim: int, causal: bool, has_window: bool
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
         RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
-        SPLIT_TILES=cfg.split_tiles, SHIFT_TAIL=cfg.shift_tail, WARM_FIRST=cfg.warm_first,
-        MERGE_TAIL=cfg.merge_tail, TIMELINE=timeline)
+        SPLIT_TILES=cfg.split_tiles, SHIFT_TAIL=cfg.shift_tail, TIMELINE=timeline)
 
 
 def _fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | None,
@@ -525,12 +506,6 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
         reason = split_tiles_refusal(cfg, broadcast, q_len, pairs, n_prog, params)
         if reason is not None:
             raise ValueError(f"tlx FwdConfig: split_tiles {reason}")
-    if cfg.merge_tail and not cfg.shift_tail:
-        raise ValueError("tlx FwdConfig: merge_tail needs shift_tail (it merges the shifted tail's "
-                         "loop into the bulk loop)")
-    if cfg.warm_first and not cfg.split_tiles:
-        raise ValueError("tlx FwdConfig: warm_first needs split_tiles (it orders the resident CTAs' "
-                         "tiles for the split tile's two groups)")
     ctas_per_pair = n_prog // pairs if resident else 1
     if resident:
         n_prog = pairs * ctas_per_pair

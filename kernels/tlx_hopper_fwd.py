@@ -46,7 +46,7 @@ import triton.language as tl
 import triton.language.extra.tlx as tlx
 
 from kernels.tlx_schedule import (kv_block_range, kv_unmasked_range, n_iterations, seq_bounds,
-                                  tile_at, wait_for_previous_kernel, warm_first_start)
+                                  tile_at, wait_for_previous_kernel)
 from kernels.tlx_timeline import (ENTRY, GROUP_END, READY, mark, mark_epilogue, mark_ring_turn,
                                   mark_sm, mark_tile, now, store_stamp)
 
@@ -406,8 +406,8 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                            CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
                            BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr,
                            Q_BYTES: tl.constexpr, KV_BYTES: tl.constexpr,
-                           SHIFT_TAIL: tl.constexpr, WARM_FIRST: tl.constexpr, warm_s,
-                           timeline, timeline_stride, TIMELINE: tl.constexpr):
+                           SHIFT_TAIL: tl.constexpr, timeline, timeline_stride,
+                           TIMELINE: tl.constexpr):
     """The producer over the static schedule: the CTA's tiles in order (`tile_at`)."""
     cnt_kv = 0
     cnt_q = 0
@@ -415,14 +415,13 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
     # tile info is prefetched: tile it+1's entry one iteration ahead, its bounds at the start of
     # tile it, so no global-load latency sits at a tile boundary
     valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair,
-                              tile_window, RESIDENT, WARM_FIRST, warm_s)
+                              tile_window, RESIDENT)
     q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
     n_valid, n_b, n_h, n_mb = tile_at(1, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                      ctas_per_pair, tile_window, RESIDENT, WARM_FIRST, warm_s)
+                                      ctas_per_pair, tile_window, RESIDENT)
     for it in range(0, n_iter):
         nn_valid, nn_b, nn_h, nn_mb = tile_at(it + 2, pid, n_prog, tile_entry, n_tiles, B, H,
-                                              NUM_MB, ctas_per_pair, tile_window, RESIDENT,
-                                              WARM_FIRST, warm_s)
+                                              NUM_MB, ctas_per_pair, tile_window, RESIDENT)
         n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(n_b, q_off, k_off, q_len,
                                                                      BROADCAST_Q)
         if valid:
@@ -512,7 +511,6 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                   LATE_P_CAST: tl.constexpr, LAZY_RESCALE: tl.constexpr,
                   RCP_NORMALISE: tl.constexpr, FAST_EPILOGUE: tl.constexpr,
                   SPLIT_TILES: tl.constexpr, PINGPONG: tl.constexpr, SHIFT_TAIL: tl.constexpr,
-                  MERGE_TAIL: tl.constexpr,
                   TIMELINE: tl.constexpr, dtype: tl.constexpr):
     """Consumer group cid's part of the CTA's it-th tile (batch element b, head h, q-block mb): its
     rows' QK^T, online softmax, PV and epilogue, or, for the split tile's other group (and idle
@@ -581,8 +579,7 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                     _release_staged_q_slot(q_empties, release, held_o)
                 held_o = 0
                 # masked head [1, a), unmasked bulk [a, c), masked tail [c, nblk) (SHIFT_TAIL:
-                # only the last block is masked there, with a block before it: the shifted one;
-                # MERGE_TAIL: the bulk loop runs it too, every block masked below its col_lo)
+                # only the last block is masked there, with a block before it: the shifted one)
                 acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
                     1, a, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc,
                     p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid, NUM_GROUPS,
@@ -590,18 +587,17 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                     dtype, PINGPONG, False, timeline, timeline_stride,
                     TIMELINE)
                 acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
-                    a, nblk if MERGE_TAIL else c, q_buf, k_tiles, v_tiles, k_fulls, k_empties,
-                    v_fulls, v_empties, acc, p, m_i, l_i, cnt_kv, lo, rows, klen, window,
-                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, MERGE_TAIL, BLOCK_N,
-                    LATE_P_CAST, LAZY_RESCALE, dtype, PINGPONG, MERGE_TAIL, timeline,
-                    timeline_stride, TIMELINE)
-                if not MERGE_TAIL:
-                    acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
-                        c, nblk, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
-                        acc, p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid,
-                        NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True, BLOCK_N, LATE_P_CAST,
-                        LAZY_RESCALE, dtype, PINGPONG, SHIFT_TAIL, timeline, timeline_stride,
-                        TIMELINE)
+                    a, c, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc,
+                    p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid, NUM_GROUPS,
+                    NUM_BUF_KV, CAUSAL, HAS_WINDOW, False, BLOCK_N, LATE_P_CAST, LAZY_RESCALE,
+                    dtype, PINGPONG, False, timeline, timeline_stride,
+                    TIMELINE)
+                acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
+                    c, nblk, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                    acc, p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid, NUM_GROUPS,
+                    NUM_BUF_KV, CAUSAL, HAS_WINDOW, True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE,
+                    dtype, PINGPONG, SHIFT_TAIL, timeline, timeline_stride,
+                    TIMELINE)
                 # epilogue: PV of the last block
                 acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,
                                       NUM_BUF_KV, dtype)
@@ -640,15 +636,13 @@ def jfa_fwd_kernel(
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
     FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, SHIFT_TAIL: tl.constexpr,
-    WARM_FIRST: tl.constexpr, MERGE_TAIL: tl.constexpr, TIMELINE: tl.constexpr,
+    TIMELINE: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
     # SPLIT_TILES: a group computes all BLOCK_M rows of its own tiles from one resident Q tile (the
     # launcher's conditions: broadcast Q, resident, q_len == BLOCK_M, no mask, O by TMA only)
     tl.static_assert(not SPLIT_TILES or (BROADCAST_Q and RESIDENT and O_TMA_ONLY and not CAUSAL
                                          and not HAS_WINDOW))
-    tl.static_assert(not WARM_FIRST or SPLIT_TILES)  # FwdConfig.warm_first
-    tl.static_assert(not MERGE_TAIL or SHIFT_TAIL)  # FwdConfig.merge_tail
     Q_ROWS: tl.constexpr = BLOCK_M if SPLIT_TILES else BM_SPLIT  # query rows per group and tile
     # consumer groups sharing a tile: its Q tiles per q-block
     TILE_GROUPS: tl.constexpr = 1 if SPLIT_TILES else NUM_GROUPS
@@ -704,9 +698,6 @@ def jfa_fwd_kernel(
         mark_sm(timeline, timeline_stride)
     n_tiles = tl.load(n_entries) * H  # generic schedule: (entry, head) tiles
     n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
-    warm_s = 0
-    if WARM_FIRST:
-        warm_s = warm_first_start(n_iter)
 
     with tlx.async_tasks():
         # ---- producer: TMA loads of Q (when it changes) and K/V ----------------------------
@@ -717,7 +708,7 @@ def jfa_fwd_kernel(
                                    tile_window, q_off, k_off, q_len, window, HEAD_DIM, BLOCK_M,
                                    BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, TILE_GROUPS, CAUSAL, HAS_WINDOW,
                                    BROADCAST_Q, RESIDENT, Q_BYTES, KV_BYTES, SHIFT_TAIL,
-                                   WARM_FIRST, warm_s, timeline, timeline_stride, TIMELINE)
+                                   timeline, timeline_stride, TIMELINE)
 
         # ---- consumers: QK^T, online softmax, PV, epilogue -------------------------------
         with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=NUM_GROUPS):
@@ -734,15 +725,14 @@ def jfa_fwd_kernel(
             if PINGPONG and cid == NUM_GROUPS - 1:
                 tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # group 0 issues first
             valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                      ctas_per_pair, tile_window, RESIDENT, WARM_FIRST, warm_s)
+                                      ctas_per_pair, tile_window, RESIDENT)
             q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
             n_valid, n_b, n_h, n_mb = tile_at(1, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                              ctas_per_pair, tile_window, RESIDENT, WARM_FIRST,
-                                              warm_s)
+                                              ctas_per_pair, tile_window, RESIDENT)
             for it in range(0, n_iter):
                 nn_valid, nn_b, nn_h, nn_mb = tile_at(it + 2, pid, n_prog, tile_entry, n_tiles, B,
                                                       H, NUM_MB, ctas_per_pair, tile_window,
-                                                      RESIDENT, WARM_FIRST, warm_s)
+                                                      RESIDENT)
                 n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(
                     n_b, q_off, k_off, q_len, BROADCAST_Q)
                 if valid:
@@ -754,7 +744,7 @@ def jfa_fwd_kernel(
                         BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, Q_ROWS, ROW_OFF, Q_SLOT0, CAUSAL,
                         HAS_WINDOW, BROADCAST_Q, TMA_STORE_O, O_IN_Q, O_TMA_ONLY,
                         SKIP_IDLE_GROUPS, LATE_P_CAST, LAZY_RESCALE, RCP_NORMALISE, FAST_EPILOGUE,
-                        SPLIT_TILES, PINGPONG, SHIFT_TAIL, MERGE_TAIL, TIMELINE, dtype)
+                        SPLIT_TILES, PINGPONG, SHIFT_TAIL, TIMELINE, dtype)
                 valid, b, h, mb = n_valid, n_b, n_h, n_mb
                 q_row0, out_row0, qlen, kv_row0, klen = (n_q_row0, n_out_row0, n_qlen, n_kv_row0,
                                                          n_klen)

@@ -182,33 +182,13 @@ def _zigzag(it, p, n):
 
 
 @triton.jit
-def warm_first_start(n_iter):
-    """FwdConfig.warm_first's pair (s, s + 1) a quarter of the way into a resident CTA's n_iter
-    iterations, swapped with its first pair (the CTA's two heaviest tiles, one per split-tile
-    group): s even, so each tile keeps its group, and s + 1 <= n_iter - 2, inside the schedule's
-    full rounds, so every CTA's tile there exists; 0 (no swap) where n_iter is too small."""
-    s = 2 * (n_iter // 4)
-    return tl.where((s >= 2) & (s + 3 <= n_iter), s, 0)
-
-
-@triton.jit
-def _warm_first_order(it, s):
-    """The iteration read at iteration it under WARM_FIRST (s from `warm_first_start`)."""
-    return tl.where(it < 2, it + s, tl.where((it == s) | (it == s + 1), it - s, it))
-
-
-@triton.jit
 def tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair, tile_window,
-            RESIDENT: tl.constexpr, WARM_FIRST: tl.constexpr = False, warm_s=0):
+            RESIDENT: tl.constexpr):
     """(valid, b, h, mb) of the it-th tile of CTA pid (see the module docstring); tile_window >= 1
-    (generic order only). WARM_FIRST (resident order, the forward's split tiles): the CTA's first
-    two tiles are medium ones, those of iterations warm_s, warm_s + 1 (`warm_first_start`), so
-    each consumer group runs its whole code path once early in the launch."""
+    (generic order only)."""
     if RESIDENT:
         pair = pid // ctas_per_pair
         r = pid % ctas_per_pair
-        if WARM_FIRST:
-            it = _warm_first_order(it, warm_s)
         j = _zigzag(it, r, ctas_per_pair)
         h = pair % H
         mb = pair // H

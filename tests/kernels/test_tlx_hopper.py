@@ -777,43 +777,6 @@ def test_split_tiles_changes_no_value(case):
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", split_tiles_cases(), ids=lambda c: c.name)
-def test_warm_first_changes_no_value(case):
-    """FwdConfig.warm_first (the split tile's CTAs take a medium pair of tiles first) against the
-    reference, and bit-identical with the launcher's order: the same tiles, each computed alike."""
-    inputs, params, default = _switch_against_reference(case, {"warm_first": True})
-    _assert_bit_identical(case, inputs, params, default,
-                          dataclasses.replace(default, warm_first=True))
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", shift_tail_cases(), ids=lambda c: c.name)
-def test_merge_tail_changes_no_value(case):
-    """FwdConfig.merge_tail (the shifted tail run by the bulk loop, every block masked below its
-    col_lo) against the reference, and bit-identical with the shifted tail in a loop of its own:
-    the bulk blocks' mask keeps every score."""
-    inputs, params, default = _switch_against_reference(case, {"shift_tail": True,
-                                                               "merge_tail": True})
-    shifted = dataclasses.replace(default, shift_tail=True)
-    _assert_bit_identical(case, inputs, params, shifted,
-                          dataclasses.replace(shifted, merge_tail=True))
-
-
-@pytest.mark.gpu
-def test_merge_tail_refuses_a_call_without_the_shifted_tail():
-    _assert_refused(Case("bcast", 20, 128, 100, 2, 2, 128, "bf16", True), {"merge_tail": True},
-                    "merge_tail needs shift_tail")
-
-
-@pytest.mark.gpu
-def test_warm_first_refuses_a_call_without_split_tiles():
-    _assert_refused(Case("bcast", 20, 128, 100, 2, 2, 128, "bf16", True), {"warm_first": True},
-                    "warm_first needs split_tiles")
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", shift_tail_cases(), ids=lambda c: c.name)
 def test_shift_tail(case):
     """FwdConfig.shift_tail (a sequence's partial last K/V block loaded ending at its last key)

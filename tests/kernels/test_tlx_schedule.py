@@ -18,7 +18,7 @@ import triton.language as tl
 
 from kernels.tlx_schedule import (PACKED_MAX_BLOCK, PRIORITY_BUCKETS, build_schedule,
                                   kv_block_range, kv_unmasked_range, n_iterations, q_block_range,
-                                  schedule_fields, seq_bounds, tile_at, warm_first_start)
+                                  schedule_fields, seq_bounds, tile_at)
 from tests.kernels.plain_triton import DEVICE, INTERPRET, needs_gpu_or_interpreter
 
 _OLD_INTERPRETER = INTERPRET and tuple(int(x) for x in triton.__version__.split(".")[:2]) < (3, 7)
@@ -32,17 +32,14 @@ needs_new_interpreter = pytest.mark.skipif(_OLD_INTERPRETER,
 def _probe_kernel(q_off, k_off, tile_entry, n_entries, rec, B, H, q_len, NUM_MB, window,
                   ctas_per_pair, tile_window, MAX_IT, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
                   BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr, BLOCK_M: tl.constexpr,
-                  BLOCK_N: tl.constexpr, WARM_FIRST: tl.constexpr = False):
+                  BLOCK_N: tl.constexpr):
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
     n_tiles = tl.load(n_entries) * H
     n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
-    warm_s = 0
-    if WARM_FIRST:
-        warm_s = warm_first_start(n_iter)
     for it in range(0, n_iter):
         valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                  ctas_per_pair, tile_window, RESIDENT, WARM_FIRST, warm_s)
+                                  ctas_per_pair, tile_window, RESIDENT)
         if valid:
             q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
             m0 = mb * BLOCK_M
@@ -68,11 +65,10 @@ def _decode(entries: torch.Tensor) -> list[tuple[int, int]]:
 
 
 def _run(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n, n_prog, resident,
-         tile_window=1, warm_first=False, by_iteration=False):
+         tile_window=1):
     """Every CTA's visited tiles in visiting order (rows: 1, b, h, mb, lo, nblk, a, c, first), the number
     of q-blocks, and the schedule's entries as (b, mb); tile_window 0: one sequence's q-blocks, as
-    the launchers. by_iteration: the tiles as [CTA][iteration] rows instead (row[0] 0 where the
-    iteration had no tile)."""
+    the launchers."""
     B = len(k_lens)
     off = lambda ls: torch.tensor([0] + ls).cumsum(0).to(DEVICE, torch.int32)
     k_off = off(k_lens)
@@ -91,10 +87,7 @@ def _run(q_lens, k_lens, H, bcast, q_len, causal, window, block_m, block_n, n_pr
                              B, H, q_len, num_mb, 0 if window is None else window, cpp,
                              tile_window or num_mb, max_it,
                              CAUSAL=causal, HAS_WINDOW=window is not None, BROADCAST_Q=bcast,
-                             RESIDENT=resident, BLOCK_M=block_m, BLOCK_N=block_n,
-                             WARM_FIRST=warm_first)
-    if by_iteration:
-        return rec.view(n_prog, max_it, 9).cpu().tolist(), num_mb, _decode(entries[:int(n_entries)])
+                             RESIDENT=resident, BLOCK_M=block_m, BLOCK_N=block_n)
     rec = rec.view(-1, 9).cpu()
     return rec[rec[:, 0] == 1].tolist(), num_mb, _decode(entries[:int(n_entries)])
 
@@ -177,27 +170,6 @@ def test_broadcast_schedule(causal, window, q_len, block_m, block_n, n_prog, res
     if resident and H * max(1, triton.cdiv(q_len, block_m)) > n_prog:
         pytest.skip("more (head, q-block) pairs than CTAs")
     _check(None, k_lens, H, True, q_len, causal, window, block_m, block_n, n_prog, resident)
-
-
-@needs_new_interpreter
-@pytest.mark.parametrize("B,swapped", [(40, 10), (9, 2), (7, None), (5, None)])
-def test_warm_first_swaps_the_first_pair_with_a_quarter_way_pair(B, swapped):
-    """FwdConfig.warm_first's order (resident CTAs, 2 per (head, q-block) pair, so ceil(B / 2)
-    iterations): iterations 0, 1 read what the default order has at s, s + 1 (s = 2 (n_iter // 4))
-    and the other way round, everything else in place, every tile still visited once; unchanged
-    where s + 1 would pass n_iter - 2 (7 and 5 sequences: 4 and 3 iterations)."""
-    g = torch.Generator().manual_seed(B)
-    k_lens = torch.randint(1, 300, (B,), generator=g).tolist()
-    args = (None, k_lens, 2, True, 128, False, None, 128, 32, 4, True)
-    plain, _, _ = _run(*args, by_iteration=True)
-    warm, _, _ = _run(*args, warm_first=True, by_iteration=True)
-    for cta in range(4):
-        want = list(plain[cta])
-        if swapped is not None:
-            want[0:2], want[swapped:swapped + 2] = plain[cta][swapped:swapped + 2], plain[cta][0:2]
-        assert warm[cta] == want, cta
-    if swapped is not None:
-        assert all(row[0] == 1 for cta in range(4) for row in warm[cta][:swapped + 2])
 
 
 @triton.jit
