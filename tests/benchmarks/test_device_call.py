@@ -423,3 +423,17 @@ def test_run50_call_tests_its_candidates_before_their_abs(tmp_path, summary, rec
     for name in ("default", "warm", "merge"):
         assert (f"ncu {name}_q128_fill01 rc=0" in res.stdout) == recorded
     assert "table bench50 3 rc=0" in res.stdout
+
+
+def test_run50_call_b_runs_the_suite_between_tables_then_the_ring_depth_probes(tmp_path):
+    """Run 50's second call: a table, `tests/kernels` in full, the four- and six-stage timelines
+    and A/Bs of the q128 fill-0.1 forward, then tables."""
+    res, out = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run50/call_b_script.sh",
+                               "900 passed in 200.0s", 560, BENCH_AND_TIMELINE)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    order = [next(i for i, line in enumerate(lines) if key in line)
+             for key in ("table bench50b 1 rc=0", "kernels tests rc=0 900 passed",
+                         "timeline nbuf4 rc=0", "ab nbuf4 rc=0", "timeline nbuf6 rc=0",
+                         "ab nbuf6 rc=0", "table bench50c 3 rc=0")]
+    assert order == sorted(order)
