@@ -218,12 +218,12 @@ def epilogue_stamps(buffer: torch.Tensor, num_groups: int,
             own = [r for r in records[group::num_groups] if r[0] >= 0]
             if not own:
                 continue
-            last_wait, seen_own = None, False
-            for t in sorted(turns_of.get(cta, []), key=lambda t: t["turn"]):
-                if group in t["owners"]:
-                    seen_own, last_wait = True, t["seen"][group]
-                elif seen_own:
-                    break
+            # the tile's last block: the group's nblk-th owned turn (its first tile's turns come
+            # first; with a shared tile every group owns every turn)
+            owned = [t for t in sorted(turns_of.get(cta, []), key=lambda t: t["turn"])
+                     if group in t["owners"]]
+            nblk = own[0][2]
+            last_wait = owned[nblk - 1]["seen"][group] if 0 < nblk <= len(owned) else None
             pv, normalised = (row[EPILOGUE.value + 2 * group + k] for k in range(2))
             rows.append(dict(cta=cta, group=group, last_wait=last_wait,
                              pv=None if pv < 0 else pv - ready,

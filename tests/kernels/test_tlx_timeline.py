@@ -46,6 +46,27 @@ def test_epilogue_stamps_of_each_groups_first_own_tile():
     ]
 
 
+def test_epilogue_last_wait_is_the_first_tiles_last_block_when_the_groups_share_tiles():
+    """The ping-pong tile: both groups own every turn, so the first tile's last K wait is the
+    wait of its own last block (turn nblk - 1), not of the last stamped turn; None where that
+    block lies past the stamped turns."""
+    t = tlx_timeline.allocate(1, 2, 2, torch.device("cpu"))
+    b, ready = t.buffer, 1000
+    b[0, tlx_timeline.READY.value] = ready
+    for it, (end, blocks) in enumerate([(5000, 3), (9000, 80)]):
+        for group in (0, 1):
+            i = tlx_timeline.HEADER.value + tlx_timeline.TILE_FIELDS.value * (it * 2 + group)
+            b[0, i:i + 4] = torch.tensor([end + group, 0, blocks, it])
+    base = b.shape[1] - tlx_timeline.RING_AREA
+    for turn in range(tlx_timeline.RING_TURNS.value):
+        f = base + turn * tlx_timeline.RING_FIELDS.value
+        b[0, f:f + 3] = torch.tensor([ready + 10 * turn, ready + 10 * turn + 5, ready + 10 * turn + 7])
+    rows = tlx_timeline.epilogue_stamps(b, 2)
+    assert [(r["group"], r["last_wait"]) for r in rows] == [(0, 25), (1, 27)]
+    b[0, tlx_timeline.HEADER.value + 2] = b[0, tlx_timeline.HEADER.value + 2 + tlx_timeline.TILE_FIELDS.value] = 70
+    assert [r["last_wait"] for r in tlx_timeline.epilogue_stamps(b, 2)] == [None, None]
+
+
 def test_tiles_read_the_same_without_ring_turns():
     """A timeline saved before the ring turns (rows without their area, `ring_turns=0`) gives the
     same tiles: the tile records end where the ring area begins."""

@@ -1,0 +1,4 @@
+#!/usr/bin/env bash
+# Call c (issued inline on call b's warm H100; kept here as run): the q128 fill-0.1 forward's
+# timeline by K/V ring depth (8, 2, 6 stages; call b took 4) and two more A/Bs of the shallower rings.
+source benchmarks/device_call.sh; ROW="PMA q128 fill0.1"; for cfg in default num_buf_kv=2 num_buf_kv=6; do f=${cfg//=/}; a=""; [ $cfg = default ] || a="--fwd-config $cfg"; timeout 40 python -m benchmarks.tlx_timeline --shape "$ROW" --regime dirty --samples 2 $a --out "$OUT/timeline_$f.md" > "$OUT/timeline_$f.log" 2>&1; log "timeline $f rc=$? $(grep -A3 '^| group | last K wait' "$OUT/timeline_$f.md" | tail -2 | tr '\n' ' ')"; done; AB_TIMEOUT=60 ab_run nbuf4_2 tlx_fwd_ab_ratio --only "$ROW" --ab num_buf_kv=4; AB_TIMEOUT=60 ab_run nbuf6 tlx_fwd_ab_ratio --only "$ROW" --ab num_buf_kv=6; finish
