@@ -437,3 +437,14 @@ def test_run50_call_b_runs_the_suite_between_tables_then_the_ring_depth_probes(t
                          "timeline nbuf4 rc=0", "ab nbuf4 rc=0", "timeline nbuf6 rc=0",
                          "ab nbuf6 rc=0", "table bench50c 3 rc=0")]
     assert order == sorted(order)
+
+
+def test_run51_call_abs_the_four_stage_split_ring_then_takes_tables(tmp_path):
+    """Run 51's call: three A/B processes of the four-stage ring on the split-tile row, then as
+    many of five tables as its 420 s leave time for."""
+    res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run51/call_a_script.sh",
+                             "1 passed in 1.0s", 420, BENCH_AND_TIMELINE)
+    assert res.returncode == 0, res.stderr
+    for i in (1, 2, 3):
+        assert f"ab nbuf4_{i} rc=0" in res.stdout
+    assert "table bench51 5 rc=0" in res.stdout
