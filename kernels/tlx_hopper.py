@@ -185,6 +185,12 @@ class FwdConfig:
     # there) and 0.956 / 0.969 / 0.994 / 0.962 / 0.959 / 0.954: `fwd_config` takes it for broadcast
     # Q at D = 128 without a mask
     shift_tail: bool = False
+    # split tiles: the consumer group that takes a CTA's even iterations (its first tile); 1 swaps
+    # the groups' tiles. Run 49-50's probe: the second group's first tile stalls ~5-7 µs whenever
+    # it runs and whatever the ring depth; with the roles swapped, a stall in group 0 ties it to
+    # being second in time, one staying in group 1 to that group's copy of the code. Outputs
+    # bit-identical (each tile computed alike by either group)
+    split_first: int = 0
 
     @property
     def block_m(self) -> int:
@@ -450,7 +456,8 @@ def fwd_constexprs(cfg: FwdConfig, head_dim: int, causal: bool, has_window: bool
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
         RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
-        SPLIT_TILES=cfg.split_tiles, SHIFT_TAIL=cfg.shift_tail, TIMELINE=timeline)
+        SPLIT_TILES=cfg.split_tiles, SHIFT_TAIL=cfg.shift_tail, SPLIT_FIRST=cfg.split_first,
+        TIMELINE=timeline)
 
 
 def _fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | None,
@@ -502,6 +509,9 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
     n_prog = GRID_OVERRIDE or _num_sms(query.device.index or 0)
     pairs = hq * num_mb  # the schedule's (heads, q-block) pairs
     resident = broadcast and pairs <= n_prog
+    if cfg.split_first not in (0, 1) or (cfg.split_first and not cfg.split_tiles):
+        raise ValueError(f"tlx FwdConfig: split_first must be 0, or 1 with split_tiles (the group "
+                         f"taking a CTA's first tile), got {cfg.split_first}")
     if cfg.split_tiles:
         reason = split_tiles_refusal(cfg, broadcast, q_len, pairs, n_prog, params)
         if reason is not None:

@@ -174,6 +174,28 @@ def test_split_tile_forward_launch(launches, h200):
     assert lse.shape == (heads, 3 * 128)
 
 
+@pytest.mark.parametrize("split_tiles,split_first,refused", [(True, 1, False), (True, 2, True),
+                                                              (False, 1, True)])
+def test_split_first_reaches_the_kernel_or_is_refused(launches, h200, split_tiles, split_first,
+                                                      refused):
+    """FwdConfig.split_first: 1 with split tiles launches the kernel with the groups' tiles
+    swapped; 2, or 1 without split tiles, is refused before any launch."""
+    call = _pma_call(128, 4)
+    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
+    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True),
+                              split_tiles=split_tiles, late_p_cast=False, split_first=split_first)
+    run = lambda: tlx_hopper.forward(call["query"], call["key"], call["value"], None,
+                                     call["key_offset"], params, config=cfg)
+    if refused:
+        with pytest.raises(ValueError, match="split_first must be 0, or 1 with split_tiles"):
+            run()
+        assert launches == []
+    else:
+        run()
+        [(_, _, args)] = launches
+        assert (args["SPLIT_TILES"], args["SPLIT_FIRST"]) == (True, 1)
+
+
 def _timeline_width(num_groups: int, iterations: int) -> int:
     """A forward timeline's row width: its header, each iteration's tile records and the ring
     turns' stamps."""
