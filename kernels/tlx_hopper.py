@@ -191,6 +191,13 @@ class FwdConfig:
     # being second in time, one staying in group 1 to that group's copy of the code. Outputs
     # bit-identical (each tile computed alike by either group)
     split_first: int = 0
+    # with shift_tail: the shifted last block run by the unmasked bulk loop, its mask (the columns
+    # below col_lo) under a run-time branch taken only there, so a consumer holds no masked
+    # block body of its own (the split build ~5,224 -> ~4,600 SASS instructions). Run 50's
+    # merge_tail, the same with the mask on every block, lost 2-9 % to that per-block select;
+    # the branch costs a compare per block. For run 50's code-size reading of the split tile's
+    # stall (first executions slow beyond ~60-64 KB of code). Outputs bit-identical. Off
+    tail_branch: bool = False
 
     @property
     def block_m(self) -> int:
@@ -457,7 +464,7 @@ def fwd_constexprs(cfg: FwdConfig, head_dim: int, causal: bool, has_window: bool
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
         RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
         SPLIT_TILES=cfg.split_tiles, SHIFT_TAIL=cfg.shift_tail, SPLIT_FIRST=cfg.split_first,
-        TIMELINE=timeline)
+        TAIL_BRANCH=cfg.tail_branch, TIMELINE=timeline)
 
 
 def _fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | None,
@@ -512,6 +519,9 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
     if cfg.split_first not in (0, 1) or (cfg.split_first and not cfg.split_tiles):
         raise ValueError(f"tlx FwdConfig: split_first must be 0, or 1 with split_tiles (the group "
                          f"taking a CTA's first tile), got {cfg.split_first}")
+    if cfg.tail_branch and not cfg.shift_tail:
+        raise ValueError("tlx FwdConfig: tail_branch needs shift_tail (it runs the shifted last "
+                         "block in the bulk loop)")
     if cfg.split_tiles:
         reason = split_tiles_refusal(cfg, broadcast, q_len, pairs, n_prog, params)
         if reason is not None:

@@ -121,14 +121,20 @@ def _pingpong_leave(cid: tl.constexpr, NUM_GROUPS: tl.constexpr):
 @triton.jit
 def _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window, CAUSAL: tl.constexpr,
                    HAS_WINDOW: tl.constexpr, MASK: tl.constexpr, BLOCK_N: tl.constexpr,
-                   LAZY_RESCALE: tl.constexpr, col_lo=0, SHIFT_TAIL: tl.constexpr = False):
+                   LAZY_RESCALE: tl.constexpr, col_lo=0, SHIFT_TAIL: tl.constexpr = False,
+                   TAIL_BRANCH: tl.constexpr = False):
     """Online-softmax update for one score block; returns (p fp32, alpha, m_i, l_i).
 
     m_i is the running max of the base-2 scaled scores (with LAZY_RESCALE, the max in use: up to
     RESCALE_SLACK below the true one); -inf while a row has seen no visible key. SHIFT_TAIL (a
     shifted last block, `_kv_block_start`: it ends at the sequence's last key, no causal/window
     mask): the columns below col_lo repeat the previous block's keys, the only ones masked.
+    TAIL_BRANCH (`FwdConfig.tail_branch`, an unmasked bulk block that may be the shifted one): that
+    mask under a run-time branch taken only where col_lo > 0.
     """
+    if TAIL_BRANCH:
+        if col_lo > 0:
+            qk = tl.where(tl.arange(0, BLOCK_N)[None, :] >= col_lo, qk, float("-inf"))
     if MASK:
         # compare block-local columns with per-row thresholds: nothing 2-D is loop invariant,
         # so the compiler cannot hoist (and spill) a [rows, cols] mask out of the KV loop
@@ -219,7 +225,7 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
                       BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
                       LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr, PINGPONG: tl.constexpr,
                       timeline, timeline_stride, TIMELINE: tl.constexpr, col_lo=0,
-                      SHIFT_TAIL: tl.constexpr = False):
+                      SHIFT_TAIL: tl.constexpr = False, TAIL_BRANCH: tl.constexpr = False):
     """Steady state: QK^T of block cnt overlapped with PV of block cnt-1 (p holds its probs: in
     the MMA dtype, or fp32 with LATE_P_CAST, cast only once this block's QK^T is issued, so the
     cast runs beside the tensor core instead of before the issue, as the TLX tutorial does).
@@ -237,7 +243,7 @@ def _consume_kv_block(q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_em
     tlx.barrier_arrive(k_empties[k_idx], 1)
     p, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window,
                                         CAUSAL, HAS_WINDOW, MASK, BLOCK_N, LAZY_RESCALE, col_lo,
-                                        SHIFT_TAIL)
+                                        SHIFT_TAIL, TAIL_BRANCH)
     acc = tlx.async_dot_wait(0, acc)  # PV done: V slot free, acc safe to rescale
     tlx.barrier_arrive(v_empties[v_idx], 1)
     acc = _rescale(acc, alpha, LAZY_RESCALE)
@@ -301,18 +307,19 @@ def _consume_kv_blocks(j0, j1, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fu
                        BLOCK_N: tl.constexpr, LATE_P_CAST: tl.constexpr,
                        LAZY_RESCALE: tl.constexpr, dtype: tl.constexpr, PINGPONG: tl.constexpr,
                        SHIFT_TAIL: tl.constexpr, timeline, timeline_stride,
-                       TIMELINE: tl.constexpr):
+                       TIMELINE: tl.constexpr, TAIL_BRANCH: tl.constexpr = False):
     """A tile's K/V blocks j0 .. j1 - 1 (`_consume_kv_block` each) as one of its peeled loops:
     MASK a compile-time choice per loop, so the unmasked bulk compiles without any mask.
     SHIFT_TAIL: the blocks start where the producer loads them (`_kv_block_start`), their columns
-    below the first key not yet seen masked. Returns (acc, p, m_i, l_i, cnt)."""
+    below the first key not yet seen masked (with MASK, or TAIL_BRANCH: under a run-time branch
+    in an unmasked loop). Returns (acc, p, m_i, l_i, cnt)."""
     for j in range(j0, j1):
         start_n = _kv_block_start(lo, j, klen, BLOCK_N, SHIFT_TAIL)
         acc, p, m_i, l_i, cnt = _consume_kv_block(
             q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc, p, m_i, l_i,
             cnt, start_n, rows, klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
             HAS_WINDOW, MASK, BLOCK_N, LATE_P_CAST, LAZY_RESCALE, dtype, PINGPONG, timeline,
-            timeline_stride, TIMELINE, lo + j * BLOCK_N - start_n, SHIFT_TAIL)
+            timeline_stride, TIMELINE, lo + j * BLOCK_N - start_n, SHIFT_TAIL, TAIL_BRANCH)
     return acc, p, m_i, l_i, cnt
 
 
@@ -511,7 +518,8 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                   LATE_P_CAST: tl.constexpr, LAZY_RESCALE: tl.constexpr,
                   RCP_NORMALISE: tl.constexpr, FAST_EPILOGUE: tl.constexpr,
                   SPLIT_TILES: tl.constexpr, PINGPONG: tl.constexpr, SHIFT_TAIL: tl.constexpr,
-                  SPLIT_FIRST: tl.constexpr, TIMELINE: tl.constexpr, dtype: tl.constexpr):
+                  SPLIT_FIRST: tl.constexpr, TAIL_BRANCH: tl.constexpr, TIMELINE: tl.constexpr,
+                  dtype: tl.constexpr):
     """Consumer group cid's part of the CTA's it-th tile (batch element b, head h, q-block mb): its
     rows' QK^T, online softmax, PV and epilogue, or, for the split tile's other group (and idle
     groups), its K/V blocks passed in the ring. Returns (cnt_kv, cnt_q, last_q, held_o): the
@@ -579,7 +587,8 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                     _release_staged_q_slot(q_empties, release, held_o)
                 held_o = 0
                 # masked head [1, a), unmasked bulk [a, c), masked tail [c, nblk) (SHIFT_TAIL:
-                # only the last block is masked there, with a block before it: the shifted one)
+                # only the last block is masked there, with a block before it: the shifted one;
+                # TAIL_BRANCH: the bulk loop runs it, its mask under a run-time branch)
                 acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
                     1, a, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc,
                     p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid, NUM_GROUPS,
@@ -587,17 +596,18 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                     dtype, PINGPONG, False, timeline, timeline_stride,
                     TIMELINE)
                 acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
-                    a, c, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties, acc,
-                    p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid, NUM_GROUPS,
-                    NUM_BUF_KV, CAUSAL, HAS_WINDOW, False, BLOCK_N, LATE_P_CAST, LAZY_RESCALE,
-                    dtype, PINGPONG, False, timeline, timeline_stride,
-                    TIMELINE)
-                acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
-                    c, nblk, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
-                    acc, p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid, NUM_GROUPS,
-                    NUM_BUF_KV, CAUSAL, HAS_WINDOW, True, BLOCK_N, LATE_P_CAST, LAZY_RESCALE,
-                    dtype, PINGPONG, SHIFT_TAIL, timeline, timeline_stride,
-                    TIMELINE)
+                    a, nblk if TAIL_BRANCH else c, q_buf, k_tiles, v_tiles, k_fulls, k_empties,
+                    v_fulls, v_empties, acc, p, m_i, l_i, cnt_kv, lo, rows, klen, window,
+                    qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, False, BLOCK_N,
+                    LATE_P_CAST, LAZY_RESCALE, dtype, PINGPONG, TAIL_BRANCH, timeline,
+                    timeline_stride, TIMELINE, TAIL_BRANCH)
+                if not TAIL_BRANCH:
+                    acc, p, m_i, l_i, cnt_kv = _consume_kv_blocks(
+                        c, nblk, q_buf, k_tiles, v_tiles, k_fulls, k_empties, v_fulls, v_empties,
+                        acc, p, m_i, l_i, cnt_kv, lo, rows, klen, window, qk_scale, cid,
+                        NUM_GROUPS, NUM_BUF_KV, CAUSAL, HAS_WINDOW, True, BLOCK_N, LATE_P_CAST,
+                        LAZY_RESCALE, dtype, PINGPONG, SHIFT_TAIL, timeline, timeline_stride,
+                        TIMELINE)
                 # epilogue: PV of the last block
                 acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,
                                       NUM_BUF_KV, dtype)
@@ -636,13 +646,14 @@ def jfa_fwd_kernel(
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
     FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, SHIFT_TAIL: tl.constexpr,
-    SPLIT_FIRST: tl.constexpr, TIMELINE: tl.constexpr,
+    SPLIT_FIRST: tl.constexpr, TAIL_BRANCH: tl.constexpr, TIMELINE: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
     # SPLIT_TILES: a group computes all BLOCK_M rows of its own tiles from one resident Q tile (the
     # launcher's conditions: broadcast Q, resident, q_len == BLOCK_M, no mask, O by TMA only)
     tl.static_assert(not SPLIT_TILES or (BROADCAST_Q and RESIDENT and O_TMA_ONLY and not CAUSAL
                                          and not HAS_WINDOW))
+    tl.static_assert(not TAIL_BRANCH or SHIFT_TAIL)  # FwdConfig.tail_branch
     Q_ROWS: tl.constexpr = BLOCK_M if SPLIT_TILES else BM_SPLIT  # query rows per group and tile
     # consumer groups sharing a tile: its Q tiles per q-block
     TILE_GROUPS: tl.constexpr = 1 if SPLIT_TILES else NUM_GROUPS
@@ -744,7 +755,8 @@ def jfa_fwd_kernel(
                         BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, Q_ROWS, ROW_OFF, Q_SLOT0, CAUSAL,
                         HAS_WINDOW, BROADCAST_Q, TMA_STORE_O, O_IN_Q, O_TMA_ONLY,
                         SKIP_IDLE_GROUPS, LATE_P_CAST, LAZY_RESCALE, RCP_NORMALISE, FAST_EPILOGUE,
-                        SPLIT_TILES, PINGPONG, SHIFT_TAIL, SPLIT_FIRST, TIMELINE, dtype)
+                        SPLIT_TILES, PINGPONG, SHIFT_TAIL, SPLIT_FIRST, TAIL_BRANCH, TIMELINE,
+                        dtype)
                 valid, b, h, mb = n_valid, n_b, n_h, n_mb
                 q_row0, out_row0, qlen, kv_row0, klen = (n_q_row0, n_out_row0, n_qlen, n_kv_row0,
                                                          n_klen)

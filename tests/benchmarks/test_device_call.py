@@ -439,19 +439,19 @@ def test_run50_call_b_runs_the_suite_between_tables_then_the_ring_depth_probes(t
     assert order == sorted(order)
 
 
-@pytest.mark.parametrize("summary,recorded", [("12 passed in 30.0s", True),
-                                              ("1 failed, 11 passed in 30.0s", False)])
-def test_run51_call_probes_the_swapped_groups_then_abs_the_four_stage_ring(tmp_path, summary,
-                                                                          recorded):
-    """Run 51's call: split_first's GPU tests, its timeline only when they pass; three A/B
-    processes of the four-stage ring on the split-tile row; then as many of five tables as its
-    450 s leave time for."""
+@pytest.mark.parametrize("summary,recorded", [("40 passed in 60.0s", True),
+                                              ("1 failed, 39 passed in 60.0s", False)])
+def test_run51_call_runs_the_new_switches_probes_only_after_their_tests(tmp_path, summary,
+                                                                       recorded):
+    """Run 51's call: split_first's and tail_branch's GPU tests; their timelines and tail_branch's
+    A/Bs only when those pass; the four-stage ring's A/Bs either way; then tables."""
     res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run51/call_a_script.sh",
-                             summary, 450, BENCH_AND_TIMELINE)
+                             summary, 560, BENCH_AND_TIMELINE)
     assert res.returncode == 0, res.stderr
-    assert f"split_first tests rc=0 {summary}" in res.stdout
-    assert ("timeline split_first rc=0" in res.stdout) == recorded
-    for i in (1, 2, 3):
+    assert f"new tests rc=0 {summary}" in res.stdout
+    for name in ("split_first", "tail_branch"):
+        assert (f"timeline {name} rc=0" in res.stdout) == recorded
+    for i in (1, 2):
+        assert (f"ab tail_{i} rc=0" in res.stdout) == recorded
         assert f"ab nbuf4_{i} rc=0" in res.stdout
-    assert "table bench51 5 rc=0" in res.stdout
-
+    assert "table bench51 4 rc=0" in res.stdout

@@ -797,6 +797,20 @@ def test_split_first_refuses_anything_but_a_split_tile_group(value):
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", shift_tail_cases(), ids=lambda c: c.name)
+def test_tail_branch_changes_no_value(case):
+    """FwdConfig.tail_branch (the shifted last block run by the bulk loop, its mask under a
+    run-time branch) against the reference, and bit-identical with the shifted tail in a loop of
+    its own: the same mask on the same block, no mask elsewhere."""
+    inputs, params, default = _switch_against_reference(case, {"shift_tail": True,
+                                                               "tail_branch": True})
+    shifted = dataclasses.replace(default, shift_tail=True)
+    _assert_bit_identical(case, inputs, params, shifted,
+                          dataclasses.replace(shifted, tail_branch=True))
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", shift_tail_cases(), ids=lambda c: c.name)
 def test_shift_tail(case):
     """FwdConfig.shift_tail (a sequence's partial last K/V block loaded ending at its last key)
     against the reference (the launcher's choice at D = 128: asserted)."""
@@ -847,6 +861,12 @@ def _assert_refused(case: Case, fields: dict, match: str) -> None:
         config = dataclasses.replace(tlx_hopper.call_fwd_config(q, k, k_off, params), **fields)
         with pytest.raises(ValueError, match=match):
             tlx_hopper.forward(q, k, v, q_off, k_off, params, config=config)
+
+
+@pytest.mark.gpu
+def test_tail_branch_refuses_a_call_without_the_shifted_tail():
+    _assert_refused(Case("bcast", 20, 128, 100, 2, 2, 128, "bf16", True),
+                    {"shift_tail": False, "tail_branch": True}, "tail_branch needs shift_tail")
 
 
 @pytest.mark.gpu

@@ -196,6 +196,26 @@ def test_split_first_reaches_the_kernel_or_is_refused(launches, h200, split_tile
         assert (args["SPLIT_TILES"], args["SPLIT_FIRST"]) == (True, 1)
 
 
+@pytest.mark.parametrize("shift_tail,refused", [(True, False), (False, True)])
+def test_tail_branch_reaches_the_kernel_or_is_refused(launches, h200, shift_tail, refused):
+    """FwdConfig.tail_branch launches with the shifted tail, and is refused before any launch
+    without it."""
+    call = _pma_call(128, 4)
+    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
+    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True),
+                              shift_tail=shift_tail, tail_branch=True)
+    run = lambda: tlx_hopper.forward(call["query"], call["key"], call["value"], None,
+                                     call["key_offset"], params, config=cfg)
+    if refused:
+        with pytest.raises(ValueError, match="tail_branch needs shift_tail"):
+            run()
+        assert launches == []
+    else:
+        run()
+        [(_, _, args)] = launches
+        assert (args["SHIFT_TAIL"], args["TAIL_BRANCH"]) == (True, True)
+
+
 def _timeline_width(num_groups: int, iterations: int) -> int:
     """A forward timeline's row width: its header, each iteration's tile records and the ring
     turns' stamps."""
