@@ -193,7 +193,7 @@ class FwdConfig:
     split_first: int = 0
     # with shift_tail: the shifted last block run by the unmasked bulk loop, its mask (the columns
     # below col_lo) under a run-time branch taken only there, so a consumer holds no masked
-    # block body of its own (the split build ~5,224 -> ~4,600 SASS instructions). Run 50's
+    # block body of its own (sm_90: the split build 5,224 -> 4,272 SASS instructions). Run 50's
     # merge_tail, the same with the mask on every block, lost 2-9 % to that per-block select;
     # the branch costs a compare per block. For run 50's code-size reading of the split tile's
     # stall (first executions slow beyond ~60-64 KB of code). Outputs bit-identical. Off
