@@ -198,6 +198,13 @@ class FwdConfig:
     # the branch costs a compare per block. For run 50's code-size reading of the split tile's
     # stall (first executions slow beyond ~60-64 KB of code). Outputs bit-identical. Off
     tail_branch: bool = False
+    # a tile's first block with one softmax whose mask (keys past klen, causal / window) sits
+    # under the run-time branch that now picks between a masked and an unmasked copy of the
+    # whole softmax (`_first_block`): ~170-230 fewer SASS instructions per consumer replica, the
+    # same work per tile but a row-max guard (4 selects per thread). With tail_branch, the split
+    # build's consumers hold one block body each. For run 50's code-size reading. Outputs
+    # bit-identical. Off
+    first_branch: bool = False
 
     @property
     def block_m(self) -> int:
@@ -464,7 +471,7 @@ def fwd_constexprs(cfg: FwdConfig, head_dim: int, causal: bool, has_window: bool
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
         RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
         SPLIT_TILES=cfg.split_tiles, SHIFT_TAIL=cfg.shift_tail, SPLIT_FIRST=cfg.split_first,
-        TAIL_BRANCH=cfg.tail_branch, TIMELINE=timeline)
+        TAIL_BRANCH=cfg.tail_branch, FIRST_BRANCH=cfg.first_branch, TIMELINE=timeline)
 
 
 def _fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | None,

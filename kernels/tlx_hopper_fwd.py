@@ -119,43 +119,59 @@ def _pingpong_leave(cid: tl.constexpr, NUM_GROUPS: tl.constexpr):
 
 
 @triton.jit
+def _mask_block(qk, rows, start_n, klen, window, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
+                BLOCK_N: tl.constexpr, col_lo, SHIFT_TAIL: tl.constexpr):
+    """qk with its invisible scores at -inf: keys past klen (SHIFT_TAIL: the columns below col_lo,
+    which repeat the previous block's keys), and the causal / window bounds."""
+    # compare block-local columns with per-row thresholds: nothing 2-D is loop invariant, so the
+    # compiler cannot hoist (and spill) a [rows, cols] mask out of the KV loop
+    cols = tl.arange(0, BLOCK_N)[None, :]
+    if SHIFT_TAIL:
+        vis = cols >= col_lo
+    else:
+        vis = cols < klen - start_n
+    rel = (rows - start_n)[:, None]  # query position relative to the block start
+    if CAUSAL:
+        vis = vis & (cols <= rel)
+    if HAS_WINDOW:
+        vis = vis & (cols >= rel - window) & (cols <= rel + window)
+    return tl.where(vis, qk, float("-inf"))
+
+
+@triton.jit
 def _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window, CAUSAL: tl.constexpr,
                    HAS_WINDOW: tl.constexpr, MASK: tl.constexpr, BLOCK_N: tl.constexpr,
                    LAZY_RESCALE: tl.constexpr, col_lo=0, SHIFT_TAIL: tl.constexpr = False,
-                   TAIL_BRANCH: tl.constexpr = False):
+                   TAIL_BRANCH: tl.constexpr = False, FIRST_BRANCH: tl.constexpr = False,
+                   first_full=True):
     """Online-softmax update for one score block; returns (p fp32, alpha, m_i, l_i).
 
     m_i is the running max of the base-2 scaled scores (with LAZY_RESCALE, the max in use: up to
-    RESCALE_SLACK below the true one); -inf while a row has seen no visible key. SHIFT_TAIL (a
-    shifted last block, `_kv_block_start`: it ends at the sequence's last key, no causal/window
-    mask): the columns below col_lo repeat the previous block's keys, the only ones masked.
-    TAIL_BRANCH (`FwdConfig.tail_branch`, an unmasked bulk block that may be the shifted one): that
-    mask under a run-time branch taken only where col_lo > 0.
+    RESCALE_SLACK below the true one); -inf while a row has seen no visible key. MASK: the block
+    masked (`_mask_block`) at compile time; FIRST_BRANCH (`FwdConfig.first_branch`, a tile's first
+    block): the same under a run-time branch taken only where not first_full. SHIFT_TAIL (a shifted last block, `_kv_block_start`: it ends at the
+    sequence's last key, no causal/window mask): the columns below col_lo repeat the previous
+    block's keys, the only ones masked. TAIL_BRANCH (`FwdConfig.tail_branch`, an unmasked bulk
+    block that may be the shifted one): that mask under a run-time branch taken only where
+    col_lo > 0.
     """
     if TAIL_BRANCH:
         if col_lo > 0:
             qk = tl.where(tl.arange(0, BLOCK_N)[None, :] >= col_lo, qk, float("-inf"))
     if MASK:
-        # compare block-local columns with per-row thresholds: nothing 2-D is loop invariant,
-        # so the compiler cannot hoist (and spill) a [rows, cols] mask out of the KV loop
-        cols = tl.arange(0, BLOCK_N)[None, :]
-        if SHIFT_TAIL:
-            vis = cols >= col_lo
-        else:
-            vis = cols < klen - start_n
-        rel = (rows - start_n)[:, None]  # query position relative to the block start
-        if CAUSAL:
-            vis = vis & (cols <= rel)
-        if HAS_WINDOW:
-            vis = vis & (cols >= rel - window) & (cols <= rel + window)
-        qk = tl.where(vis, qk, float("-inf"))
+        qk = _mask_block(qk, rows, start_n, klen, window, CAUSAL, HAS_WINDOW, BLOCK_N, col_lo,
+                         SHIFT_TAIL)
+    elif FIRST_BRANCH:
+        if not first_full:
+            qk = _mask_block(qk, rows, start_n, klen, window, CAUSAL, HAS_WINDOW, BLOCK_N,
+                             col_lo, SHIFT_TAIL)
     m_blk = tl.max(qk, 1) * qk_scale
     if LAZY_RESCALE:
         m_new = tl.where(m_blk > m_i + RESCALE_SLACK, m_blk, m_i)
     else:
         m_new = tl.maximum(m_i, m_blk)
-    if MASK:
-        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # fully masked so far: p = 0
+    if MASK or FIRST_BRANCH:  # rows may be fully masked so far: p = 0
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
     else:
         m_use = m_new
     p = tl.math.exp2(qk * qk_scale - m_use[:, None])
@@ -279,9 +295,11 @@ def _first_block(q_buf, k_tiles, k_fulls, k_empties, cnt, first_full, start_n, r
                  qk_scale, cid: tl.constexpr, NUM_GROUPS: tl.constexpr,
                  NUM_BUF_KV: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
                  BLOCK_N: tl.constexpr, LAZY_RESCALE: tl.constexpr, ROWS: tl.constexpr,
-                 PINGPONG: tl.constexpr, timeline, timeline_stride, TIMELINE: tl.constexpr):
+                 PINGPONG: tl.constexpr, timeline, timeline_stride, TIMELINE: tl.constexpr,
+                 FIRST_BRANCH: tl.constexpr = False):
     """A tile's first block (ROWS query rows): the QK^T of K/V block cnt and its softmax from an
-    empty row state, no PV yet; returns (p fp32, m_i, l_i)."""
+    empty row state, no PV yet; returns (p fp32, m_i, l_i). FIRST_BRANCH: one softmax whose mask
+    sits under the run-time branch, instead of a masked and an unmasked copy."""
     m_i = tl.zeros([ROWS], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([ROWS], dtype=tl.float32)
     qk, k_idx = _issue_qk(q_buf, k_tiles, k_fulls, cnt, cid, NUM_GROUPS, NUM_BUF_KV, PINGPONG,
@@ -290,7 +308,11 @@ def _first_block(q_buf, k_tiles, k_fulls, k_empties, cnt, first_full, start_n, r
     tlx.barrier_arrive(k_empties[k_idx], 1)
     # a runtime branch: the mask costs ~100 instructions per consumer and tile (sm_90 SASS), the
     # per-tile code where ours outgrew the tutorial's
-    if first_full:  # every real row sees all its keys: the mask is a no-op
+    if FIRST_BRANCH:
+        p, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window,
+                                            CAUSAL, HAS_WINDOW, False, BLOCK_N, LAZY_RESCALE,
+                                            FIRST_BRANCH=True, first_full=first_full)
+    elif first_full:  # every real row sees all its keys: the mask is a no-op
         p, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window,
                                             CAUSAL, HAS_WINDOW, False, BLOCK_N, LAZY_RESCALE)
     else:
@@ -518,8 +540,8 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                   LATE_P_CAST: tl.constexpr, LAZY_RESCALE: tl.constexpr,
                   RCP_NORMALISE: tl.constexpr, FAST_EPILOGUE: tl.constexpr,
                   SPLIT_TILES: tl.constexpr, PINGPONG: tl.constexpr, SHIFT_TAIL: tl.constexpr,
-                  SPLIT_FIRST: tl.constexpr, TAIL_BRANCH: tl.constexpr, TIMELINE: tl.constexpr,
-                  dtype: tl.constexpr):
+                  SPLIT_FIRST: tl.constexpr, TAIL_BRANCH: tl.constexpr,
+                  FIRST_BRANCH: tl.constexpr, TIMELINE: tl.constexpr, dtype: tl.constexpr):
     """Consumer group cid's part of the CTA's it-th tile (batch element b, head h, q-block mb): its
     rows' QK^T, online softmax, PV and epilogue, or, for the split tile's other group (and idle
     groups), its K/V blocks passed in the ring. Returns (cnt_kv, cnt_q, last_q, held_o): the
@@ -579,7 +601,7 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                     q_buf, k_tiles, k_fulls, k_empties, cnt_kv, first_full, lo, rows,
                     klen, window, qk_scale, cid, NUM_GROUPS, NUM_BUF_KV, CAUSAL,
                     HAS_WINDOW, BLOCK_N, LAZY_RESCALE, Q_ROWS, PINGPONG, timeline,
-                    timeline_stride, TIMELINE)
+                    timeline_stride, TIMELINE, FIRST_BRANCH)
                 acc = tl.zeros([Q_ROWS, HEAD_DIM], dtype=tl.float32)
                 p = p_f32 if LATE_P_CAST else p_f32.to(dtype)
                 cnt_kv += 1
@@ -646,7 +668,8 @@ def jfa_fwd_kernel(
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
     FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, SHIFT_TAIL: tl.constexpr,
-    SPLIT_FIRST: tl.constexpr, TAIL_BRANCH: tl.constexpr, TIMELINE: tl.constexpr,
+    SPLIT_FIRST: tl.constexpr, TAIL_BRANCH: tl.constexpr, FIRST_BRANCH: tl.constexpr,
+    TIMELINE: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
     # SPLIT_TILES: a group computes all BLOCK_M rows of its own tiles from one resident Q tile (the
@@ -755,8 +778,8 @@ def jfa_fwd_kernel(
                         BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, Q_ROWS, ROW_OFF, Q_SLOT0, CAUSAL,
                         HAS_WINDOW, BROADCAST_Q, TMA_STORE_O, O_IN_Q, O_TMA_ONLY,
                         SKIP_IDLE_GROUPS, LATE_P_CAST, LAZY_RESCALE, RCP_NORMALISE, FAST_EPILOGUE,
-                        SPLIT_TILES, PINGPONG, SHIFT_TAIL, SPLIT_FIRST, TAIL_BRANCH, TIMELINE,
-                        dtype)
+                        SPLIT_TILES, PINGPONG, SHIFT_TAIL, SPLIT_FIRST, TAIL_BRANCH,
+                        FIRST_BRANCH, TIMELINE, dtype)
                 valid, b, h, mb = n_valid, n_b, n_h, n_mb
                 q_row0, out_row0, qlen, kv_row0, klen = (n_q_row0, n_out_row0, n_qlen, n_kv_row0,
                                                          n_klen)

@@ -443,15 +443,16 @@ def test_run50_call_b_runs_the_suite_between_tables_then_the_ring_depth_probes(t
                                               ("1 failed, 39 passed in 60.0s", False)])
 def test_run51_call_runs_the_new_switches_probes_only_after_their_tests(tmp_path, summary,
                                                                        recorded):
-    """Run 51's call: split_first's and tail_branch's GPU tests; their timelines and tail_branch's
-    A/Bs only when those pass; the four-stage ring's A/Bs either way; then tables."""
+    """Run 51's call: the three new switches' GPU tests; their timelines and A/Bs only when those
+    pass; the four-stage ring's A/Bs either way; then tables."""
     res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run51/call_a_script.sh",
-                             summary, 560, BENCH_AND_TIMELINE)
+                             summary, 580, BENCH_AND_TIMELINE)
     assert res.returncode == 0, res.stderr
     assert f"new tests rc=0 {summary}" in res.stdout
-    for name in ("split_first", "tail_branch"):
+    for name in ("split_first", "branches"):
         assert (f"timeline {name} rc=0" in res.stdout) == recorded
+    for name in ("branches_1", "branches_2", "first_branch"):
+        assert (f"ab {name} rc=0" in res.stdout) == recorded
     for i in (1, 2):
-        assert (f"ab tail_{i} rc=0" in res.stdout) == recorded
         assert f"ab nbuf4_{i} rc=0" in res.stdout
-    assert "table bench51 4 rc=0" in res.stdout
+    assert "table bench51 3 rc=0" in res.stdout

@@ -705,8 +705,9 @@ def flip_cases() -> list[Case]:
 
 # FwdConfig fields whose two values compute the same O and LSE bit for bit: each only moves work
 # or synchronisation (the P cast after the next QK^T's issue; the K/V slots' release by every
-# thread instead of after a warpgroup sync; the launch at the schedule build's start)
-FWD_IDENTITY_SWITCHES = ("late_p_cast", "warp_arrive", "pdl")
+# thread instead of after a warpgroup sync; the launch at the schedule build's start; the first
+# block's mask under a run-time branch instead of a choice between two copies)
+FWD_IDENTITY_SWITCHES = ("late_p_cast", "warp_arrive", "pdl", "first_branch")
 
 
 @pytest.mark.gpu

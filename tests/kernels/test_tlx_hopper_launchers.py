@@ -213,7 +213,18 @@ def test_tail_branch_reaches_the_kernel_or_is_refused(launches, h200, shift_tail
     else:
         run()
         [(_, _, args)] = launches
-        assert (args["SHIFT_TAIL"], args["TAIL_BRANCH"]) == (True, True)
+        assert (args["SHIFT_TAIL"], args["TAIL_BRANCH"], args["FIRST_BRANCH"]) == (True, True, False)
+
+
+def test_first_branch_reaches_the_kernel(launches, h200):
+    call = _pma_call(128, 4)
+    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
+    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True),
+                              first_branch=True)
+    tlx_hopper.forward(call["query"], call["key"], call["value"], None, call["key_offset"], params,
+                       config=cfg)
+    [(_, _, args)] = launches
+    assert args["FIRST_BRANCH"] is True and args["TAIL_BRANCH"] is False
 
 
 def _timeline_width(num_groups: int, iterations: int) -> int:
