@@ -155,9 +155,9 @@ def _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window, CAUSAL: 
     block that may be the shifted one): that mask under a run-time branch taken only where
     col_lo > 0.
     """
-    if TAIL_BRANCH:
+    if TAIL_BRANCH:  # shift_tail calls have no causal / window mask
         if col_lo > 0:
-            qk = tl.where(tl.arange(0, BLOCK_N)[None, :] >= col_lo, qk, float("-inf"))
+            qk = _mask_block(qk, rows, start_n, klen, window, False, False, BLOCK_N, col_lo, True)
     if MASK:
         qk = _mask_block(qk, rows, start_n, klen, window, CAUSAL, HAS_WINDOW, BLOCK_N, col_lo,
                          SHIFT_TAIL)

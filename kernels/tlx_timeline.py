@@ -220,8 +220,7 @@ def epilogue_stamps(buffer: torch.Tensor, num_groups: int,
                 continue
             # the tile's last block: the group's nblk-th owned turn (its first tile's turns come
             # first; with a shared tile every group owns every turn)
-            owned = [t for t in sorted(turns_of.get(cta, []), key=lambda t: t["turn"])
-                     if group in t["owners"]]
+            owned = [t for t in turns_of.get(cta, []) if group in t["owners"]]  # in turn order
             nblk = own[0][2]
             last_wait = owned[nblk - 1]["seen"][group] if 0 < nblk <= len(owned) else None
             pv, normalised = (row[EPILOGUE.value + 2 * group + k] for k in range(2))

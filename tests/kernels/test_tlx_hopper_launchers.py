@@ -174,24 +174,29 @@ def test_split_tile_forward_launch(launches, h200):
     assert lse.shape == (heads, 3 * 128)
 
 
+def _short_key_pma_forward(**fields):
+    """The short-key PMA q128 forward (`_pma_call`, its launcher's 32-key tile) run with `fields`
+    of its configuration changed."""
+    call = _pma_call(128, 4)
+    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
+    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True), **fields)
+    return tlx_hopper.forward(call["query"], call["key"], call["value"], None, call["key_offset"],
+                              params, config=cfg)
+
+
 @pytest.mark.parametrize("split_tiles,split_first,refused", [(True, 1, False), (True, 2, True),
                                                               (False, 1, True)])
 def test_split_first_reaches_the_kernel_or_is_refused(launches, h200, split_tiles, split_first,
                                                       refused):
     """FwdConfig.split_first: 1 with split tiles launches the kernel with the groups' tiles
     swapped; 2, or 1 without split tiles, is refused before any launch."""
-    call = _pma_call(128, 4)
-    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
-    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True),
-                              split_tiles=split_tiles, late_p_cast=False, split_first=split_first)
-    run = lambda: tlx_hopper.forward(call["query"], call["key"], call["value"], None,
-                                     call["key_offset"], params, config=cfg)
+    fields = dict(split_tiles=split_tiles, late_p_cast=False, split_first=split_first)
     if refused:
         with pytest.raises(ValueError, match="split_first must be 0, or 1 with split_tiles"):
-            run()
+            _short_key_pma_forward(**fields)
         assert launches == []
     else:
-        run()
+        _short_key_pma_forward(**fields)
         [(_, _, args)] = launches
         assert (args["SPLIT_TILES"], args["SPLIT_FIRST"]) == (True, 1)
 
@@ -200,29 +205,18 @@ def test_split_first_reaches_the_kernel_or_is_refused(launches, h200, split_tile
 def test_tail_branch_reaches_the_kernel_or_is_refused(launches, h200, shift_tail, refused):
     """FwdConfig.tail_branch launches with the shifted tail, and is refused before any launch
     without it."""
-    call = _pma_call(128, 4)
-    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
-    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True),
-                              shift_tail=shift_tail, tail_branch=True)
-    run = lambda: tlx_hopper.forward(call["query"], call["key"], call["value"], None,
-                                     call["key_offset"], params, config=cfg)
     if refused:
         with pytest.raises(ValueError, match="tail_branch needs shift_tail"):
-            run()
+            _short_key_pma_forward(shift_tail=shift_tail, tail_branch=True)
         assert launches == []
     else:
-        run()
+        _short_key_pma_forward(shift_tail=shift_tail, tail_branch=True)
         [(_, _, args)] = launches
         assert (args["SHIFT_TAIL"], args["TAIL_BRANCH"], args["FIRST_BRANCH"]) == (True, True, False)
 
 
 def test_first_branch_reaches_the_kernel(launches, h200):
-    call = _pma_call(128, 4)
-    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
-    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True),
-                              first_branch=True)
-    tlx_hopper.forward(call["query"], call["key"], call["value"], None, call["key_offset"], params,
-                       config=cfg)
+    _short_key_pma_forward(first_branch=True)
     [(_, _, args)] = launches
     assert args["FIRST_BRANCH"] is True and args["TAIL_BRANCH"] is False
 
@@ -330,14 +324,9 @@ def test_forward_plan_follows_what_it_reads(launches, h200, plan_builds, monkeyp
 
 def test_bad_forward_config_refused_on_every_call(launches, h200, plan_builds):
     """A configuration that breaks a rule leaves no plan behind: every call raises, none launches."""
-    call = _pma_call(128, 4)
-    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
-    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True),
-                              skip_idle_groups=True)
     for _ in range(2):
         with pytest.raises(ValueError, match="skip_idle_groups needs self/cross attention"):
-            tlx_hopper.forward(call["query"], call["key"], call["value"], None, call["key_offset"],
-                               params, config=cfg)
+            _short_key_pma_forward(skip_idle_groups=True)
     assert launches == [] and plan_builds == [] and tlx_hopper._FWD_PLANS == {}
 
 
