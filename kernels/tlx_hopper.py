@@ -185,25 +185,24 @@ class FwdConfig:
     # there) and 0.956 / 0.969 / 0.994 / 0.962 / 0.959 / 0.954: `fwd_config` takes it for broadcast
     # Q at D = 128 without a mask
     shift_tail: bool = False
-    # split tiles: the consumer group that takes a CTA's even iterations (its first tile); 1 swaps
-    # the groups' tiles. Run 49-50's probe: the second group's first tile stalls ~5-7 µs whenever
-    # it runs and whatever the ring depth; with the roles swapped, a stall in group 0 ties it to
-    # being second in time, one staying in group 1 to that group's copy of the code. Outputs
-    # bit-identical (each tile computed alike by either group)
-    split_first: int = 0
     # with shift_tail: the shifted last block run by the unmasked bulk loop, its mask (the columns
     # below col_lo) under a run-time branch taken only there, so a consumer holds no masked
     # block body of its own (sm_90: the split build 5,224 -> 4,272 SASS instructions). Run 50's
     # merge_tail, the same with the mask on every block, lost 2-9 % to that per-block select;
-    # the branch costs a compare per block. For run 50's code-size reading of the split tile's
-    # stall (first executions slow beyond ~60-64 KB of code). Outputs bit-identical. Off
+    # the branch costs a compare per block. Outputs bit-identical. With first_branch it removes
+    # the split tile's second-group stall (run 51, H100 timeline: that group's first tile's last
+    # block + PV 5.0 -> 1.1 µs; with the groups' tiles swapped the stall had stayed with group 1,
+    # the second consumer replica's code, so it follows the code, not the order). Run 51 (H100,
+    # forward, both switches, two processes of 4 ABBA rounds): PMA q192 fill 0.1 0.982 / 0.982,
+    # q128 fill 0.1 0.988 / 0.988, the PMA fill 0.5 / 0.9 rows 0.982-1.019: `fwd_config` takes
+    # both for the 32-key broadcast tiles (q192's, and q128's split tile in SPLIT_TILE_FIELDS)
     tail_branch: bool = False
     # a tile's first block with one softmax whose mask (keys past klen, causal / window) sits
     # under the run-time branch that now picks between a masked and an unmasked copy of the
     # whole softmax (`_first_block`): ~170-230 fewer SASS instructions per consumer replica, the
     # same work per tile but a row-max guard (4 selects per thread). With tail_branch, the split
-    # build's consumers hold one block body each. For run 50's code-size reading. Outputs
-    # bit-identical. Off
+    # build's consumers hold one block body each. Outputs bit-identical. Run 51 (H100, forward,
+    # alone): the PMA rows 0.991-1.006, self 1.025 / 1.030, dense 1.010: with tail_branch only
     first_branch: bool = False
 
     @property
@@ -251,7 +250,9 @@ def fwd_config(head_dim: int, broadcast_q: bool, q_len: int, tile_window: int = 
                         lazy_rescale=head_dim > 64, rcp_normalise=head_dim > 64,
                         pdl=head_dim > 64, shift_tail=shift_tail)
         if short_kv and head_dim > 64:
-            cfg = dataclasses.replace(cfg, block_n=32, num_buf_kv=6)
+            # one block body per consumer: less code, no stall at its first runs (tail_branch)
+            cfg = dataclasses.replace(cfg, block_n=32, num_buf_kv=6, tail_branch=shift_tail,
+                                      first_branch=True)
         return cfg
     if broadcast_q and head_dim > 64:
         # PMA is memory-bound: 64-key stages keep more K/V bytes in flight than 128-key ones (run
@@ -308,14 +309,20 @@ def call_fwd_config(query: torch.Tensor, key: torch.Tensor, key_offset: torch.Te
 
 
 # the fields `with_split_tiles` sets: the split tile and the early P cast it needs (a split-tile
-# switch that wins its A/B becomes a default here, and only here)
-SPLIT_TILE_FIELDS = types.MappingProxyType({"split_tiles": True, "late_p_cast": False})
+# switch that wins its A/B becomes a default here, and only here); one block body per consumer
+# (`FwdConfig.tail_branch`: the split build 5,224 -> 3,904 SASS instructions, its second group's
+# first-run stall gone) and four K/V stages instead of eight (run 51, H100, forward, PMA q128
+# fill 0.1, two processes of 4 ABBA rounds: all three 0.980 / 0.979, the branches alone 0.990 /
+# 0.989, four stages alone 0.991 / 0.991; run 50: 0.991-0.993 in four more)
+SPLIT_TILE_FIELDS = types.MappingProxyType({"split_tiles": True, "late_p_cast": False,
+                                            "tail_branch": True, "first_branch": True,
+                                            "num_buf_kv": 4})
 
 
 @functools.lru_cache(maxsize=256)  # frozen dataclasses: no dataclasses.replace per call (host time)
 def with_split_tiles(cfg: FwdConfig, q_len: int, pairs: int, n_prog: int, params) -> FwdConfig:
-    """cfg with `SPLIT_TILE_FIELDS` (`FwdConfig.split_tiles` and the late P cast off, which it
-    needs) where `split_tiles_refusal` lets it run a broadcast call, else cfg. Run 41 (H200, PMA
+    """cfg with `SPLIT_TILE_FIELDS` (`FwdConfig.split_tiles`, the late P cast off, which it
+    needs, one block body per consumer and four K/V stages) where `split_tiles_refusal` lets it run a broadcast call, else cfg. Run 41 (H200, PMA
     q128 fill 0.1, forward, five processes of 4 ABBA rounds): 0.968-0.975 against the ping-pong
     tile."""
     split = dataclasses.replace(cfg, **SPLIT_TILE_FIELDS)
@@ -470,7 +477,7 @@ def fwd_constexprs(cfg: FwdConfig, head_dim: int, causal: bool, has_window: bool
         LATE_P_CAST=cfg.late_p_cast, O_TMA_ONLY=o_by_tma_only(cfg, broadcast, q_len),
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
         RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
-        SPLIT_TILES=cfg.split_tiles, SHIFT_TAIL=cfg.shift_tail, SPLIT_FIRST=cfg.split_first,
+        SPLIT_TILES=cfg.split_tiles, SHIFT_TAIL=cfg.shift_tail,
         TAIL_BRANCH=cfg.tail_branch, FIRST_BRANCH=cfg.first_branch, TIMELINE=timeline)
 
 
@@ -523,9 +530,6 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
     n_prog = GRID_OVERRIDE or _num_sms(query.device.index or 0)
     pairs = hq * num_mb  # the schedule's (heads, q-block) pairs
     resident = broadcast and pairs <= n_prog
-    if cfg.split_first not in (0, 1) or (cfg.split_first and not cfg.split_tiles):
-        raise ValueError(f"tlx FwdConfig: split_first must be 0, or 1 with split_tiles (the group "
-                         f"taking a CTA's first tile), got {cfg.split_first}")
     if cfg.tail_branch and not cfg.shift_tail:
         raise ValueError("tlx FwdConfig: tail_branch needs shift_tail (it runs the shifted last "
                          "block in the bulk loop)")

@@ -540,7 +540,7 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                   LATE_P_CAST: tl.constexpr, LAZY_RESCALE: tl.constexpr,
                   RCP_NORMALISE: tl.constexpr, FAST_EPILOGUE: tl.constexpr,
                   SPLIT_TILES: tl.constexpr, PINGPONG: tl.constexpr, SHIFT_TAIL: tl.constexpr,
-                  SPLIT_FIRST: tl.constexpr, TAIL_BRANCH: tl.constexpr,
+                  TAIL_BRANCH: tl.constexpr,
                   FIRST_BRANCH: tl.constexpr, TIMELINE: tl.constexpr, dtype: tl.constexpr):
     """Consumer group cid's part of the CTA's it-th tile (batch element b, head h, q-block mb): its
     rows' QK^T, online softmax, PV and epilogue, or, for the split tile's other group (and idle
@@ -551,7 +551,7 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                               BLOCK_M, BLOCK_N)
     theirs = False  # SPLIT_TILES: the other group's tile (else a compile-time False)
     if SPLIT_TILES:
-        theirs = (it + SPLIT_FIRST) % NUM_GROUPS != cid
+        theirs = it % NUM_GROUPS != cid
     if theirs:  # its K/V blocks pass by in the ring: each waited for, released
         cnt_kv = _pass_kv_blocks(k_fulls, k_empties, v_fulls, v_empties, cnt_kv,
                                  nblk, cid, NUM_GROUPS, NUM_BUF_KV, False, timeline,
@@ -634,10 +634,10 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                 acc = _finish_last_pv(p, acc, v_tiles, v_fulls, v_empties, cnt_kv - 1,
                                       NUM_BUF_KV, dtype)
                 if TIMELINE:
-                    mark_epilogue(timeline, timeline_stride, it, cid, 0, SPLIT_TILES, SPLIT_FIRST)
+                    mark_epilogue(timeline, timeline_stride, it, cid, 0, SPLIT_TILES)
                 o, lse = _normalise(acc, m_i, l_i, RCP_NORMALISE, FAST_EPILOGUE, dtype)
                 if TIMELINE:
-                    mark_epilogue(timeline, timeline_stride, it, cid, 1, SPLIT_TILES, SPLIT_FIRST)
+                    mark_epilogue(timeline, timeline_stride, it, cid, 1, SPLIT_TILES)
                 if O_IN_Q:
                     if tma_o:  # stage O in the Q tile: its last QK^T was waited on
                         tlx.fence("async_shared")
@@ -668,7 +668,7 @@ def jfa_fwd_kernel(
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
     FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, SHIFT_TAIL: tl.constexpr,
-    SPLIT_FIRST: tl.constexpr, TAIL_BRANCH: tl.constexpr, FIRST_BRANCH: tl.constexpr,
+    TAIL_BRANCH: tl.constexpr, FIRST_BRANCH: tl.constexpr,
     TIMELINE: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -778,7 +778,7 @@ def jfa_fwd_kernel(
                         BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, Q_ROWS, ROW_OFF, Q_SLOT0, CAUSAL,
                         HAS_WINDOW, BROADCAST_Q, TMA_STORE_O, O_IN_Q, O_TMA_ONLY,
                         SKIP_IDLE_GROUPS, LATE_P_CAST, LAZY_RESCALE, RCP_NORMALISE, FAST_EPILOGUE,
-                        SPLIT_TILES, PINGPONG, SHIFT_TAIL, SPLIT_FIRST, TAIL_BRANCH,
+                        SPLIT_TILES, PINGPONG, SHIFT_TAIL, TAIL_BRANCH,
                         FIRST_BRANCH, TIMELINE, dtype)
                 valid, b, h, mb = n_valid, n_b, n_h, n_mb
                 q_row0, out_row0, qlen, kv_row0, klen = (n_q_row0, n_out_row0, n_qlen, n_kv_row0,

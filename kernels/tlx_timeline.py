@@ -104,12 +104,12 @@ def mark_tile(timeline, stride, record, nblk, b):
 
 @triton.jit
 def mark_epilogue(timeline, stride, it, cid: tl.constexpr, phase: tl.constexpr,
-                  SPLIT_TILES: tl.constexpr, SPLIT_FIRST: tl.constexpr = 0):
+                  SPLIT_TILES: tl.constexpr):
     """The time now for phase `phase` (0: last PV done, 1: O normalised) of group cid's epilogue
-    at iteration it, kept for its first own tile (with split tiles of two groups iteration cid, or
-    1 - cid where SPLIT_FIRST swaps them; else 0) of groups 0 and 1."""
+    at iteration it, kept for its first own tile (iteration cid with split tiles, else 0) of
+    groups 0 and 1."""
     if cid < EPILOGUE_GROUPS:
-        if it == ((cid + SPLIT_FIRST) % 2 if SPLIT_TILES else 0):
+        if it == (cid if SPLIT_TILES else 0):
             tl.store(_row(timeline, stride) + EPILOGUE + 2 * cid + phase, globaltimer())
 
 

@@ -456,3 +456,16 @@ def test_run51_call_runs_the_new_switches_probes_only_after_their_tests(tmp_path
     for i in (1, 2):
         assert f"ab nbuf4_{i} rc=0" in res.stdout
     assert "table bench51 3 rc=0" in res.stdout
+
+
+def test_run51_call_b_tests_the_new_defaults_then_reverse_ab_then_tables(tmp_path):
+    """Run 51's second call: the new defaults' tests, the reverse A/Bs (the old defaults as the
+    candidates), the default's timeline, then tables."""
+    res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run51/call_b_script.sh",
+                             "60 passed in 60.0s", 560, BENCH_AND_TIMELINE)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    order = [next(i for i, line in enumerate(lines) if key in line)
+             for key in ("defaults tests rc=0 60 passed", "ab old_q128_1 rc=0", "ab nbuf8_1 rc=0",
+                         "ab old_q192_2 rc=0", "timeline default rc=0", "table bench51b 1 rc=0")]
+    assert order == sorted(order)

@@ -778,25 +778,6 @@ def test_split_tiles_changes_no_value(case):
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", split_tiles_cases(), ids=lambda c: c.name)
-def test_split_first_changes_no_value(case):
-    """FwdConfig.split_first=1 (the split tile's groups swap their tiles) against the reference,
-    and bit-identical with the launcher's assignment: each tile is computed alike by either group."""
-    inputs, params, default = _switch_against_reference(case, {"split_first": 1})
-    _assert_bit_identical(case, inputs, params, default,
-                          dataclasses.replace(default, split_first=1))
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("value", [1, 2])
-def test_split_first_refuses_anything_but_a_split_tile_group(value):
-    # a ping-pong call (q_len 100: no split tile) takes neither value; 2 names no group at all
-    _assert_refused(Case("bcast", 20, 128, 100, 2, 2, 128, "bf16", True), {"split_first": value},
-                    "split_first must be 0, or 1 with split_tiles")
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", shift_tail_cases(), ids=lambda c: c.name)
 def test_tail_branch_changes_no_value(case):
     """FwdConfig.tail_branch (the shifted last block run by the bulk loop, its mask under a

@@ -155,7 +155,13 @@ def test_short_keys_take_32_key_blocks_for_broadcast_d128():
     q128, q192 = fwd_config(128, True, 128, short_kv=True), fwd_config(128, True, 192, short_kv=True)
     assert (q128.block_n, q128.num_buf_kv, q192.block_n, q192.num_buf_kv) == (32, 8, 32, 6)
     assert dataclasses.replace(q128, block_n=64, num_buf_kv=4) == fwd_config(128, True, 128)
-    assert dataclasses.replace(q192, block_n=64, num_buf_kv=3) == fwd_config(128, True, 192)
+    # q192's 32-key tile holds one block body per consumer (its first and shifted last blocks'
+    # masks under run-time branches), the tail branch only where the tail is shifted
+    assert (q192.first_branch, q192.tail_branch) == (True, False)
+    assert dataclasses.replace(q192, block_n=64, num_buf_kv=3,
+                               first_branch=False) == fwd_config(128, True, 192)
+    q192_free = fwd_config(128, True, 192, short_kv=True, mask_free=True)
+    assert (q192_free.shift_tail, q192_free.tail_branch, q192_free.first_branch) == (True,) * 3
     assert fwd_config(128, True, 100, short_kv=True).block_n == 32
     assert fwd_config(128, True, 300, short_kv=True).block_n == 32
     for args in ((64, True, 128), (64, True, 192), (128, False, 0), (64, False, 0)):
@@ -438,35 +444,3 @@ def test_split_tiles_taken_where_it_runs(q_len, short_kv, pairs, n_prog, params,
     assert chosen.split_tiles == split
     assert chosen == (dataclasses.replace(cfg, **SPLIT_TILE_FIELDS) if split else cfg)
     assert not split or (chosen.split_tiles and not chosen.late_p_cast)
-
-
-def _flip_script(relative: str):
-    """(a prepared device-call flip script under docs/ as a module, kernels/tlx_hopper.py's text)."""
-    import importlib.util
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location(Path(relative).stem, root / relative)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module, (root / "kernels/tlx_hopper.py").read_text()
-
-
-def test_prepared_split_flip_applies():
-    """docs/kernels/tlx_hopper_run47/flip_split.py (the run-47 calls' in-call flip after an A/B)
-    adds the given fields to SPLIT_TILE_FIELDS' one line, keeping the others; an unknown field or
-    a missing line changes nothing."""
-    import types
-
-    flip, text = _flip_script("docs/kernels/tlx_hopper_run47/flip_split.py")
-    after = flip.flipped(text, {"shift_tail": True})
-    [line] = [ln for ln in after.splitlines() if ln.startswith("SPLIT_TILE_FIELDS = ")]
-    namespace = {"types": types}
-    exec(line, namespace)
-    assert dict(namespace["SPLIT_TILE_FIELDS"]) == {**SPLIT_TILE_FIELDS, "shift_tail": True}
-    assert after.replace(line, "") == text.replace(
-        [ln for ln in text.splitlines() if ln.startswith("SPLIT_TILE_FIELDS = ")][0], "")
-    with pytest.raises(ValueError, match="expected some of"):
-        flip.flipped(text, {"num_buf_kv": True})
-    with pytest.raises(ValueError, match="not one line"):
-        flip.flipped(text.replace("SPLIT_TILE_FIELDS = ", "SPLIT_FIELDS = "), {"shift_tail": True})

@@ -184,23 +184,6 @@ def _short_key_pma_forward(**fields):
                               params, config=cfg)
 
 
-@pytest.mark.parametrize("split_tiles,split_first,refused", [(True, 1, False), (True, 2, True),
-                                                              (False, 1, True)])
-def test_split_first_reaches_the_kernel_or_is_refused(launches, h200, split_tiles, split_first,
-                                                      refused):
-    """FwdConfig.split_first: 1 with split tiles launches the kernel with the groups' tiles
-    swapped; 2, or 1 without split tiles, is refused before any launch."""
-    fields = dict(split_tiles=split_tiles, late_p_cast=False, split_first=split_first)
-    if refused:
-        with pytest.raises(ValueError, match="split_first must be 0, or 1 with split_tiles"):
-            _short_key_pma_forward(**fields)
-        assert launches == []
-    else:
-        _short_key_pma_forward(**fields)
-        [(_, _, args)] = launches
-        assert (args["SPLIT_TILES"], args["SPLIT_FIRST"]) == (True, 1)
-
-
 @pytest.mark.parametrize("shift_tail,refused", [(True, False), (False, True)])
 def test_tail_branch_reaches_the_kernel_or_is_refused(launches, h200, shift_tail, refused):
     """FwdConfig.tail_branch launches with the shifted tail, and is refused before any launch
