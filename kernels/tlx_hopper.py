@@ -311,18 +311,17 @@ def call_fwd_config(query: torch.Tensor, key: torch.Tensor, key_offset: torch.Te
 # the fields `with_split_tiles` sets: the split tile and the early P cast it needs (a split-tile
 # switch that wins its A/B becomes a default here, and only here); one block body per consumer
 # (`FwdConfig.tail_branch`: the split build 5,224 -> 3,904 SASS instructions, its second group's
-# first-run stall gone) and four K/V stages instead of eight (run 51, H100, forward, PMA q128
-# fill 0.1, two processes of 4 ABBA rounds: all three 0.980 / 0.979, the branches alone 0.990 /
-# 0.989, four stages alone 0.991 / 0.991; run 50: 0.991-0.993 in four more)
+# first-run stall gone; run 51, forward, PMA q128 fill 0.1, two processes of 4 ABBA rounds:
+# H100 0.990 / 0.989, H200 ~0.977). Four K/V stages instead of eight, 0.991 on the H100, cost
+# the H200 11 % (8 stages against 4: 0.898 / 0.899): its faster HBM wants more bytes in flight
 SPLIT_TILE_FIELDS = types.MappingProxyType({"split_tiles": True, "late_p_cast": False,
-                                            "tail_branch": True, "first_branch": True,
-                                            "num_buf_kv": 4})
+                                            "tail_branch": True, "first_branch": True})
 
 
 @functools.lru_cache(maxsize=256)  # frozen dataclasses: no dataclasses.replace per call (host time)
 def with_split_tiles(cfg: FwdConfig, q_len: int, pairs: int, n_prog: int, params) -> FwdConfig:
     """cfg with `SPLIT_TILE_FIELDS` (`FwdConfig.split_tiles`, the late P cast off, which it
-    needs, one block body per consumer and four K/V stages) where `split_tiles_refusal` lets it run a broadcast call, else cfg. Run 41 (H200, PMA
+    needs, and one block body per consumer) where `split_tiles_refusal` lets it run a broadcast call, else cfg. Run 41 (H200, PMA
     q128 fill 0.1, forward, five processes of 4 ABBA rounds): 0.968-0.975 against the ping-pong
     tile."""
     split = dataclasses.replace(cfg, **SPLIT_TILE_FIELDS)
@@ -530,13 +529,13 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
     n_prog = GRID_OVERRIDE or _num_sms(query.device.index or 0)
     pairs = hq * num_mb  # the schedule's (heads, q-block) pairs
     resident = broadcast and pairs <= n_prog
-    if cfg.tail_branch and not cfg.shift_tail:
-        raise ValueError("tlx FwdConfig: tail_branch needs shift_tail (it runs the shifted last "
-                         "block in the bulk loop)")
-    if cfg.split_tiles:
+    if cfg.split_tiles:  # first: its fields bring tail_branch, which a masked call refuses too
         reason = split_tiles_refusal(cfg, broadcast, q_len, pairs, n_prog, params)
         if reason is not None:
             raise ValueError(f"tlx FwdConfig: split_tiles {reason}")
+    if cfg.tail_branch and not cfg.shift_tail:
+        raise ValueError("tlx FwdConfig: tail_branch needs shift_tail (it runs the shifted last "
+                         "block in the bulk loop)")
     ctas_per_pair = n_prog // pairs if resident else 1
     if resident:
         n_prog = pairs * ctas_per_pair
