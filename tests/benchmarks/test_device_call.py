@@ -469,3 +469,15 @@ def test_run51_call_b_tests_the_new_defaults_then_reverse_ab_then_tables(tmp_pat
              for key in ("defaults tests rc=0 60 passed", "ab old_q128_1 rc=0", "ab nbuf8_1 rc=0",
                          "ab old_q192_2 rc=0", "timeline default rc=0", "table bench51b 1 rc=0")]
     assert order == sorted(order)
+
+
+def test_run51_call_c_tests_the_split_tile_then_reverse_ab_then_tables(tmp_path):
+    """Run 51's third call: the split tile's tests, the reverse A/B of its branches, tables."""
+    res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run51/call_c_script.sh",
+                             "24 passed in 30.0s", 290, BENCH_AND_TIMELINE)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    order = [next(i for i, line in enumerate(lines) if key in line)
+             for key in ("split tests rc=0 24 passed", "ab old_q128_1 rc=0", "ab old_q128_2 rc=0",
+                         "table bench51c 1 rc=0")]
+    assert order == sorted(order)
