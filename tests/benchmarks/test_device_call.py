@@ -481,3 +481,20 @@ def test_run51_call_c_tests_the_split_tile_then_reverse_ab_then_tables(tmp_path)
              for key in ("split tests rc=0 24 passed", "ab old_q128_1 rc=0", "ab old_q128_2 rc=0",
                          "table bench51c 1 rc=0")]
     assert order == sorted(order)
+
+
+@pytest.mark.parametrize("summary,recorded", [("40 passed in 30.0s", True),
+                                              ("1 failed, 39 passed in 30.0s", False)])
+def test_run52_call_runs_the_balanced_split_only_after_its_tests(tmp_path, summary, recorded):
+    """Run 52's call: the balanced split's tests, the default's timeline either way, the balanced
+    split's timeline and A/Bs only when its tests pass, then tables."""
+    res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run52/call_a_script.sh",
+                             summary, 560, BENCH_AND_TIMELINE)
+    assert res.returncode == 0, res.stderr
+    assert f"balanced tests rc=0 {summary}" in res.stdout
+    assert "timeline default rc=0" in res.stdout
+    assert ("timeline balanced rc=0" in res.stdout) == recorded
+    for i in (1, 2):
+        for cost in (1, 2, 3):
+            assert (f"ab balanced{cost}_{i} rc=0" in res.stdout) == recorded
+    assert "table bench52 1 rc=0" in res.stdout

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Prepared in session 53 as the next device call (an H200 wanted: H100 A/Bs of the split tile did
+# not carry over in run 51). The PMA q128 fill-0.1 forward is the one goal left short (0.94 of it,
+# 0.0814-0.0817 ms against 0.077). Its split tile's second-group stall is gone (run 51); what its
+# H200 timeline showed next is the CTAs' end spread (the last CTA 3.3-4.9 µs after the median, a
+# CTA's groups 1.4-1.6 µs apart, with four stages).
+# 1. Tests: `FwdConfig.balanced_split` (a split tile to the group behind in estimated work, costs
+#    1 / 2 / 6; refusals) with the split tile's.
+# 2. The final code's timeline on that row (eight stages), and balanced_split's.
+# 3. A/Bs of balanced_split at costs 1, 2 and 3 on that row, two processes each.
+# 4. Status tables with what time is left.
+# A winner becomes a default in `SPLIT_TILE_FIELDS`.
+# Run: CALL_S=560 bash docs/kernels/tlx_hopper_run52/call_a_script.sh,
+#      carry [".gpu/tools", ".gpu/kernels"], timeout_s 600
+source benchmarks/device_call.sh
+ROW="PMA q128 fill0.1"
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv >> "$OUT/call.log" 2>&1
+timeline() {  # NAME [FWD-CONFIG]: the row's timeline (L2 dirty, two samples), its epilogue table logged
+  timeout 45 python -m benchmarks.tlx_timeline --shape "$ROW" --regime dirty --samples 2 \
+    ${2:+--fwd-config "$2"} --out "$OUT/timeline_$1.md" > "$OUT/timeline_$1.log" 2>&1
+  log "timeline $1 rc=$? $(grep -E '^\| (tail|a CTA)' "$OUT/timeline_$1.md" | tr -s ' ' | tr '\n' ' ')"
+}
+DEADLINE_SAVE=$DEADLINE; DEADLINE=$(( $(date +%s) + 190 ))  # the tests get 130 s
+gpu_tests balanced tests/kernels/test_tlx_hopper.py -k "balanced_split or split_tiles"
+tested=$?
+DEADLINE=$DEADLINE_SAVE
+timeline default
+if [ "$tested" = 0 ]; then
+  timeline balanced balanced_split=True
+  for i in 1 2; do
+    for cost in 1 2 3; do
+      AB_TIMEOUT=45 ab_run "balanced${cost}_$i" tlx_fwd_ab_ratio --only "$ROW" \
+        --ab "balanced_split=True,split_tile_cost=$cost"
+    done
+  done
+fi
+tables bench52 6
+finish
