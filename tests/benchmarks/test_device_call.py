@@ -498,3 +498,15 @@ def test_run52_call_runs_the_balanced_split_only_after_its_tests(tmp_path, summa
         for cost in (1, 2, 3):
             assert (f"ab balanced{cost}_{i} rc=0" in res.stdout) == recorded
     assert "table bench52 1 rc=0" in res.stdout
+
+
+def test_run52_call_b_runs_the_suite_between_tables(tmp_path):
+    """Run 52's second call: a table, `tests/kernels` in full, then tables."""
+    res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run52/call_b_script.sh",
+                             "990 passed in 280.0s", 560, BENCH_AND_TIMELINE)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    order = [next(i for i, line in enumerate(lines) if key in line)
+             for key in ("table bench52b 1 rc=0", "kernels tests rc=0 990 passed",
+                         "table bench52c 1 rc=0")]
+    assert order == sorted(order)
