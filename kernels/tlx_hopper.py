@@ -194,8 +194,10 @@ class FwdConfig:
     # block + PV 5.0 -> 1.1 µs; with the groups' tiles swapped the stall had stayed with group 1,
     # the second consumer replica's code, so it follows the code, not the order). Run 51 (H100,
     # forward, both switches, two processes of 4 ABBA rounds): PMA q192 fill 0.1 0.982 / 0.982,
-    # q128 fill 0.1 0.988 / 0.988, the PMA fill 0.5 / 0.9 rows 0.982-1.019: `fwd_config` takes
-    # both for the 32-key broadcast tiles (q192's, and q128's split tile in SPLIT_TILE_FIELDS)
+    # q128 fill 0.1 0.988 / 0.988, the PMA fill 0.5 / 0.9 rows 0.982-1.019; on the H200 (the old
+    # default as the candidate): q192 fill 0.1 1.078 / 1.080, q128 fill 0.1 1.029 / 1.027.
+    # `fwd_config` takes both for the 32-key broadcast tiles (q192's; q128's split tile in
+    # SPLIT_TILE_FIELDS)
     tail_branch: bool = False
     # with split_tiles: each tile goes to the group with less estimated work so far (its K/V
     # blocks plus split_tile_cost per tile; both groups walk every tile and agree) instead of
@@ -325,8 +327,9 @@ def call_fwd_config(query: torch.Tensor, key: torch.Tensor, key_offset: torch.Te
 # switch that wins its A/B becomes a default here, and only here); one block body per consumer
 # (`FwdConfig.tail_branch`: the split build 5,224 -> 3,904 SASS instructions, its second group's
 # first-run stall gone; run 51, forward, PMA q128 fill 0.1, two processes of 4 ABBA rounds:
-# H100 0.990 / 0.989, H200 ~0.977). Four K/V stages instead of eight, 0.991 on the H100, cost
-# the H200 11 % (8 stages against 4: 0.898 / 0.899): its faster HBM wants more bytes in flight
+# H100 0.990 / 0.989; H200, without them against with them, 1.029 / 1.027). Four K/V stages
+# instead of eight, 0.991 on the H100, cost the H200 11 % (eight against four: 0.898 / 0.899):
+# its faster HBM wants more bytes in flight
 SPLIT_TILE_FIELDS = types.MappingProxyType({"split_tiles": True, "late_p_cast": False,
                                             "tail_branch": True, "first_branch": True})
 
