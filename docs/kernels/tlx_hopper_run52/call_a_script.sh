@@ -6,7 +6,8 @@
 # CTA's groups 1.4-1.6 µs apart, with four stages).
 # 1. Tests: `FwdConfig.balanced_split` (a split tile to the group behind in estimated work, costs
 #    1 / 2 / 6; refusals) with the split tile's.
-# 2. The final code's timeline on that row (eight stages), and balanced_split's.
+# 2. The final code's timeline on that row (eight stages), and balanced_split's (raw samples
+#    saved: `tlx_timeline --load` reads each CTA's tiles and ends on the CPU).
 # 3. A/Bs of balanced_split at costs 1, 2 and 3 on that row, two processes each.
 # 4. Status tables with what time is left.
 # A winner becomes a default in `SPLIT_TILE_FIELDS`.
@@ -17,7 +18,8 @@ ROW="PMA q128 fill0.1"
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv >> "$OUT/call.log" 2>&1
 timeline() {  # NAME [FWD-CONFIG]: the row's timeline (L2 dirty, two samples), its epilogue table logged
   timeout 45 python -m benchmarks.tlx_timeline --shape "$ROW" --regime dirty --samples 2 \
-    ${2:+--fwd-config "$2"} --out "$OUT/timeline_$1.md" > "$OUT/timeline_$1.log" 2>&1
+    ${2:+--fwd-config "$2"} --save "$OUT/timeline_$1.pt" --out "$OUT/timeline_$1.md" \
+    > "$OUT/timeline_$1.log" 2>&1
   log "timeline $1 rc=$? $(grep -E '^\| (tail|a CTA)' "$OUT/timeline_$1.md" | tr -s ' ' | tr '\n' ' ')"
 }
 DEADLINE_SAVE=$DEADLINE; DEADLINE=$(( $(date +%s) + 190 ))  # the tests get 130 s
