@@ -497,6 +497,7 @@ def test_run52_call_runs_the_balanced_split_only_after_its_tests(tmp_path, summa
     for i in (1, 2):
         for cost in (1, 2, 3):
             assert (f"ab balanced{cost}_{i} rc=0" in res.stdout) == recorded
+    assert "ab branches_pma rc=0" in res.stdout
     assert "table bench52 1 rc=0" in res.stdout
 
 

@@ -9,8 +9,11 @@
 # 2. The final code's timeline on that row (eight stages), and balanced_split's (raw samples
 #    saved: `tlx_timeline --load` reads each CTA's tiles and ends on the CPU).
 # 3. A/Bs of balanced_split at costs 1, 2 and 3 on that row, two processes each.
-# 4. Status tables with what time is left.
-# A winner becomes a default in `SPLIT_TILE_FIELDS`.
+# 4. `tail_branch` + `first_branch` on the other PMA tiles (fill 0.5 / 0.9: 64- and 128-key
+#    blocks), one process: H100 A/Bs did not carry over to the H200 in run 51.
+# 5. Status tables with what time is left.
+# A balanced_split winner becomes a default in `SPLIT_TILE_FIELDS`; branches that win on the
+# 64-/128-key tiles go into `fwd_config` there (two processes first).
 # Run: CALL_S=560 bash docs/kernels/tlx_hopper_run52/call_a_script.sh,
 #      carry [".gpu/tools", ".gpu/kernels"], timeout_s 600
 source benchmarks/device_call.sh
@@ -36,5 +39,8 @@ if [ "$tested" = 0 ]; then
     done
   done
 fi
+# the branches on the other PMA tiles (H100, run 51: 0.982-1.019; the fill-0.1 rows have them
+# already, so their ratios are a same-against-same control)
+AB_TIMEOUT=80 ab_run branches_pma tlx_fwd_ab_ratio --only "PMA" --ab tail_branch=True,first_branch=True
 tables bench52 6
 finish
