@@ -44,6 +44,13 @@ def run_call(tmp_path: Path, summary: str, body: str, tools: dict[str, str] | No
     return res, out
 
 
+def assert_logged_in_order(stdout: str, keys: tuple[str, ...]) -> None:
+    """Each key appears in a line of stdout, the first such lines in the keys' order."""
+    lines = stdout.splitlines()
+    order = [next(i for i, line in enumerate(lines) if key in line) for key in keys]
+    assert order == sorted(order)
+
+
 def run_repo_script(tmp_path: Path, path: str, summary: str, call_s: int, modules: dict[str, str],
                     tools: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, Path]:
     """The repository's call script at `path`, run as `run_call` runs one, with stub benchmark
@@ -431,12 +438,9 @@ def test_run50_call_b_runs_the_suite_between_tables_then_the_ring_depth_probes(t
     res, out = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run50/call_b_script.sh",
                                "900 passed in 200.0s", 560, BENCH_AND_TIMELINE)
     assert res.returncode == 0, res.stderr
-    lines = res.stdout.splitlines()
-    order = [next(i for i, line in enumerate(lines) if key in line)
-             for key in ("table bench50b 1 rc=0", "kernels tests rc=0 900 passed",
-                         "timeline nbuf4 rc=0", "ab nbuf4 rc=0", "timeline nbuf6 rc=0",
-                         "ab nbuf6 rc=0", "table bench50c 3 rc=0")]
-    assert order == sorted(order)
+    assert_logged_in_order(res.stdout, (
+        "table bench50b 1 rc=0", "kernels tests rc=0 900 passed", "timeline nbuf4 rc=0",
+        "ab nbuf4 rc=0", "timeline nbuf6 rc=0", "ab nbuf6 rc=0", "table bench50c 3 rc=0"))
 
 
 @pytest.mark.parametrize("summary,recorded", [("40 passed in 60.0s", True),
@@ -464,11 +468,9 @@ def test_run51_call_b_tests_the_new_defaults_then_reverse_ab_then_tables(tmp_pat
     res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run51/call_b_script.sh",
                              "60 passed in 60.0s", 560, BENCH_AND_TIMELINE)
     assert res.returncode == 0, res.stderr
-    lines = res.stdout.splitlines()
-    order = [next(i for i, line in enumerate(lines) if key in line)
-             for key in ("defaults tests rc=0 60 passed", "ab old_q128_1 rc=0", "ab nbuf8_1 rc=0",
-                         "ab old_q192_2 rc=0", "timeline default rc=0", "table bench51b 1 rc=0")]
-    assert order == sorted(order)
+    assert_logged_in_order(res.stdout, (
+        "defaults tests rc=0 60 passed", "ab old_q128_1 rc=0", "ab nbuf8_1 rc=0",
+        "ab old_q192_2 rc=0", "timeline default rc=0", "table bench51b 1 rc=0"))
 
 
 def test_run51_call_c_tests_the_split_tile_then_reverse_ab_then_tables(tmp_path):
@@ -476,11 +478,8 @@ def test_run51_call_c_tests_the_split_tile_then_reverse_ab_then_tables(tmp_path)
     res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run51/call_c_script.sh",
                              "24 passed in 30.0s", 290, BENCH_AND_TIMELINE)
     assert res.returncode == 0, res.stderr
-    lines = res.stdout.splitlines()
-    order = [next(i for i, line in enumerate(lines) if key in line)
-             for key in ("split tests rc=0 24 passed", "ab old_q128_1 rc=0", "ab old_q128_2 rc=0",
-                         "table bench51c 1 rc=0")]
-    assert order == sorted(order)
+    assert_logged_in_order(res.stdout, ("split tests rc=0 24 passed", "ab old_q128_1 rc=0",
+                                        "ab old_q128_2 rc=0", "table bench51c 1 rc=0"))
 
 
 @pytest.mark.parametrize("summary,recorded", [("40 passed in 30.0s", True),
@@ -506,8 +505,5 @@ def test_run52_call_b_runs_the_suite_between_tables(tmp_path):
     res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run52/call_b_script.sh",
                              "990 passed in 280.0s", 560, BENCH_AND_TIMELINE)
     assert res.returncode == 0, res.stderr
-    lines = res.stdout.splitlines()
-    order = [next(i for i, line in enumerate(lines) if key in line)
-             for key in ("table bench52b 1 rc=0", "kernels tests rc=0 990 passed",
-                         "table bench52c 1 rc=0")]
-    assert order == sorted(order)
+    assert_logged_in_order(res.stdout, ("table bench52b 1 rc=0", "kernels tests rc=0 990 passed",
+                                        "table bench52c 1 rc=0"))
