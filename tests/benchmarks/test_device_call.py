@@ -24,7 +24,7 @@ def run_call(tmp_path: Path, summary: str, body: str, tools: dict[str, str] | No
     (tree / ".gpu/tools/unpack.sh").write_text("exit 0\n")
     (tree / "benchmarks").mkdir(exist_ok=True)  # a test may have put a stub module there
     shutil.copy(REPO / "benchmarks/device_call.sh", tree / "benchmarks")
-    (tree / "kernels").mkdir()
+    (tree / "kernels").mkdir(exist_ok=True)  # likewise a stub kernel module
     (tree / "kernels/k.py").write_text("x = 1\n")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -498,12 +498,29 @@ def test_run52_call_runs_the_balanced_split_only_after_its_tests(tmp_path, summa
             assert (f"ab balanced{cost}_{i} rc=0" in res.stdout) == recorded
     assert "ab branches_pma rc=0" in res.stdout
     assert "table bench52 1 rc=0" in res.stdout
+    # the stub's ratio, 0.97 at every cost, passes the 0.99 gate: the first cost is chained
+    assert ("balanced best (cost, mean ratio): 1 0.97" in res.stdout) == recorded
+    assert (tmp_path / "chain/balanced_cost").exists() == recorded
 
 
-def test_run52_call_b_runs_the_suite_between_tables(tmp_path):
-    """Run 52's second call: a table, `tests/kernels` in full, then tables."""
+SPLIT_TILE_LINE = ('SPLIT_TILE_FIELDS = types.MappingProxyType({"split_tiles": True, "late_p_cast": False,\n'
+                   '                                            "tail_branch": True, "first_branch": True})\n')
+
+
+@pytest.mark.parametrize("chained", [None, "2"])
+def test_run52_call_b_runs_the_suite_between_tables(tmp_path, chained):
+    """Run 52's second call: call a's chained balanced_split cost (if any) flipped into
+    SPLIT_TILE_FIELDS, then a table, `tests/kernels` in full, then tables."""
+    if chained:
+        (tmp_path / "chain").mkdir()
+        (tmp_path / "chain/balanced_cost").write_text(chained)
+    (tmp_path / "tree/kernels").mkdir(parents=True)
+    (tmp_path / "tree/kernels/tlx_hopper.py").write_text(SPLIT_TILE_LINE)
     res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run52/call_b_script.sh",
                              "990 passed in 280.0s", 560, BENCH_AND_TIMELINE)
     assert res.returncode == 0, res.stderr
     assert_logged_in_order(res.stdout, ("table bench52b 1 rc=0", "kernels tests rc=0 990 passed",
                                         "table bench52c 1 rc=0"))
+    flipped = (tmp_path / "tree/kernels/tlx_hopper.py").read_text()
+    assert ('"balanced_split": True, "split_tile_cost": 2})' in flipped) == bool(chained)
+    assert ("flipped: balanced_split=True, split_tile_cost=2" in res.stdout) == bool(chained)

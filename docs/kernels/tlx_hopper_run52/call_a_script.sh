@@ -13,7 +13,10 @@
 #    blocks), one process: H100 A/Bs did not carry over to the H200 in run 51.
 # 5. Status tables with what time is left.
 # A balanced_split winner becomes a default in `SPLIT_TILE_FIELDS`; branches that win on the
-# 64-/128-key tiles go into `fwd_config` there (two processes first).
+# 64-/128-key tiles go into `fwd_config` there (two processes first). The cost whose two
+# processes' mean ratio is lowest, when at most 0.99, is chained as `balanced_cost` (session 54):
+# call b flips it into `SPLIT_TILE_FIELDS` before its suite and tables, so the merge candidate is
+# tested in full and tabled on the same H200 lease.
 # Run: CALL_S=560 bash docs/kernels/tlx_hopper_run52/call_a_script.sh,
 #      carry [".gpu/tools", ".gpu/kernels"], timeout_s 600
 source benchmarks/device_call.sh
@@ -38,6 +41,29 @@ if [ "$tested" = 0 ]; then
         --ab "balanced_split=True,split_tile_cost=$cost"
     done
   done
+  best=$(python - "$OUT" "$ROW" <<'PY'
+import json, statistics, sys
+out, row = sys.argv[1], sys.argv[2]
+means = {}
+for cost in (1, 2, 3):
+    ratios = []
+    for i in (1, 2):
+        try:
+            ratios += [r["tlx_fwd_ab_ratio"] for r in map(json.loads, open(f"{out}/ab_balanced{cost}_{i}.jsonl"))
+                       if r["name"] == row]
+        except (OSError, ValueError, KeyError):
+            pass
+    if len(ratios) == 2:
+        means[cost] = statistics.mean(ratios)
+if means:
+    cost = min(means, key=means.get)
+    print(cost, round(means[cost], 4))
+PY
+)
+  log "balanced best (cost, mean ratio): ${best:-none}"
+  if [ -n "$best" ] && python -c "import sys; sys.exit(float('${best#* }') > 0.99)"; then
+    chain_put balanced_cost "${best% *}"
+  fi
 fi
 # the branches on the other PMA tiles (H100, run 51: 0.982-1.019; the fill-0.1 rows have them
 # already, so their ratios are a same-against-same control)
