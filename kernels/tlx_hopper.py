@@ -199,19 +199,6 @@ class FwdConfig:
     # `fwd_config` takes both for the 32-key broadcast tiles (q192's; q128's split tile in
     # SPLIT_TILE_FIELDS)
     tail_branch: bool = False
-    # with split_tiles: each tile goes to the group with less estimated work so far (its K/V
-    # blocks plus split_tile_cost per tile; both groups walk every tile and agree) instead of
-    # every other tile to each. A CTA's tiles come heaviest first, so alternating hands group 0
-    # the heavier tile of every pair; run 51's H200 timeline (four stages) had a CTA's groups end
-    # 1.4-1.6 µs apart and the last CTA 3.3-4.9 µs after the median one. Run 47 measured it once,
-    # 1.003 on an H100 with the second group's first-run stall still in (removed then); prepared
-    # again now that the stall is gone. O and LSE bit-identical (a tile's computation does not
-    # depend on its group). Off
-    balanced_split: bool = False
-    # balanced_split's estimate of a tile's fixed cost (its first block's wait, its epilogue) in
-    # K/V blocks; at least 1, so that a CTA's first two tiles go to groups 0 and 1 (the
-    # timeline's epilogue stamps read those)
-    split_tile_cost: int = 2
     # a tile's first block with one softmax whose mask (keys past klen, causal / window) sits
     # under the run-time branch that now picks between a masked and an unmasked copy of the
     # whole softmax (`_first_block`): ~170-230 fewer SASS instructions per consumer replica, the
@@ -493,10 +480,7 @@ def fwd_constexprs(cfg: FwdConfig, head_dim: int, causal: bool, has_window: bool
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
         RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
         SPLIT_TILES=cfg.split_tiles, SHIFT_TAIL=cfg.shift_tail,
-        TAIL_BRANCH=cfg.tail_branch, FIRST_BRANCH=cfg.first_branch,
-        BALANCED_SPLIT=cfg.balanced_split,
-        SPLIT_TILE_COST=cfg.split_tile_cost if cfg.balanced_split else 0,  # one build without it
-        TIMELINE=timeline)
+        TAIL_BRANCH=cfg.tail_branch, FIRST_BRANCH=cfg.first_branch, TIMELINE=timeline)
 
 
 def _fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | None,
@@ -555,11 +539,6 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
     if cfg.tail_branch and not cfg.shift_tail:
         raise ValueError("tlx FwdConfig: tail_branch needs shift_tail (it runs the shifted last "
                          "block in the bulk loop)")
-    if cfg.balanced_split and not cfg.split_tiles:
-        raise ValueError("tlx FwdConfig: balanced_split needs split_tiles (it chooses which group "
-                         "computes a split tile)")
-    if cfg.balanced_split:
-        _check_count(cfg, "split_tile_cost", 1, "K/V blocks")
     ctas_per_pair = n_prog // pairs if resident else 1
     if resident:
         n_prog = pairs * ctas_per_pair

@@ -531,7 +531,7 @@ def _store_o_lse(desc_o, o_tiles, out_ptr, lse_ptr, o, lse, row0, out_row0, h, q
 def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_fulls, k_empties,
                   v_fulls, v_empties, desc_o, out_ptr, lse_ptr, timeline, timeline_stride, it, b, h,
                   mb, q_row0, out_row0, qlen, klen, window, qk_scale, H, total_out, cnt_kv, cnt_q,
-                  last_q, held_o, work, cid: tl.constexpr, NUM_GROUPS: tl.constexpr,
+                  last_q, held_o, cid: tl.constexpr, NUM_GROUPS: tl.constexpr,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   NUM_BUF_Q: tl.constexpr, NUM_BUF_KV: tl.constexpr, Q_ROWS: tl.constexpr,
                   ROW_OFF: tl.constexpr, Q_SLOT0: tl.constexpr, CAUSAL: tl.constexpr,
@@ -540,24 +540,17 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                   LATE_P_CAST: tl.constexpr, LAZY_RESCALE: tl.constexpr,
                   RCP_NORMALISE: tl.constexpr, FAST_EPILOGUE: tl.constexpr,
                   SPLIT_TILES: tl.constexpr, PINGPONG: tl.constexpr, SHIFT_TAIL: tl.constexpr,
-                  TAIL_BRANCH: tl.constexpr, FIRST_BRANCH: tl.constexpr,
-                  BALANCED_SPLIT: tl.constexpr, SPLIT_TILE_COST: tl.constexpr,
-                  TIMELINE: tl.constexpr, dtype: tl.constexpr):
+                  TAIL_BRANCH: tl.constexpr,
+                  FIRST_BRANCH: tl.constexpr, TIMELINE: tl.constexpr, dtype: tl.constexpr):
     """Consumer group cid's part of the CTA's it-th tile (batch element b, head h, q-block mb): its
     rows' QK^T, online softmax, PV and epilogue, or, for the split tile's other group (and idle
-    groups), its K/V blocks passed in the ring. Returns (cnt_kv, cnt_q, last_q, held_o, work):
-    the rings' counters, the Q slot state and BALANCED_SPLIT's balance (group 1's estimated work
-    so far minus group 0's)."""
+    groups), its K/V blocks passed in the ring. Returns (cnt_kv, cnt_q, last_q, held_o): the
+    rings' counters and the Q slot state."""
     m0 = mb * BLOCK_M
     lo, nblk = kv_block_range(m0, qlen, klen, window, CAUSAL, HAS_WINDOW,
                               BLOCK_M, BLOCK_N)
     theirs = False  # SPLIT_TILES: the other group's tile (else a compile-time False)
-    if BALANCED_SPLIT:
-        # both groups walk every tile and agree on its owner: the one behind (group 0 on a tie)
-        owner = (work < 0).to(tl.int32)
-        work += tl.where(owner == 0, -1, 1) * (nblk + SPLIT_TILE_COST)
-        theirs = owner != cid
-    elif SPLIT_TILES:
+    if SPLIT_TILES:
         theirs = it % NUM_GROUPS != cid
     if theirs:  # its K/V blocks pass by in the ring: each waited for, released
         cnt_kv = _pass_kv_blocks(k_fulls, k_empties, v_fulls, v_empties, cnt_kv,
@@ -656,7 +649,7 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                      TMA_STORE_O, BROADCAST_Q, O_TMA_ONLY, FAST_EPILOGUE, Q_ROWS)
         if TIMELINE:
             mark_tile(timeline, timeline_stride, it * NUM_GROUPS + cid, nblk, b)
-    return cnt_kv, cnt_q, last_q, held_o, work
+    return cnt_kv, cnt_q, last_q, held_o
 
 
 @triton.jit
@@ -675,8 +668,8 @@ def jfa_fwd_kernel(
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
     FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, SHIFT_TAIL: tl.constexpr,
-    TAIL_BRANCH: tl.constexpr, FIRST_BRANCH: tl.constexpr, BALANCED_SPLIT: tl.constexpr,
-    SPLIT_TILE_COST: tl.constexpr, TIMELINE: tl.constexpr,
+    TAIL_BRANCH: tl.constexpr, FIRST_BRANCH: tl.constexpr,
+    TIMELINE: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
     # SPLIT_TILES: a group computes all BLOCK_M rows of its own tiles from one resident Q tile (the
@@ -684,8 +677,6 @@ def jfa_fwd_kernel(
     tl.static_assert(not SPLIT_TILES or (BROADCAST_Q and RESIDENT and O_TMA_ONLY and not CAUSAL
                                          and not HAS_WINDOW))
     tl.static_assert(not TAIL_BRANCH or SHIFT_TAIL)  # FwdConfig.tail_branch
-    # FwdConfig.balanced_split; a cost of 1 or more hands a CTA's first two tiles to groups 0 and 1
-    tl.static_assert(not BALANCED_SPLIT or (SPLIT_TILES and SPLIT_TILE_COST >= 1))
     Q_ROWS: tl.constexpr = BLOCK_M if SPLIT_TILES else BM_SPLIT  # query rows per group and tile
     # consumer groups sharing a tile: its Q tiles per q-block
     TILE_GROUPS: tl.constexpr = 1 if SPLIT_TILES else NUM_GROUPS
@@ -765,7 +756,6 @@ def jfa_fwd_kernel(
             cnt_q = 0
             last_q = -1
             held_o = 0  # O_IN_Q: the last Q slot holds an O slice a TMA store may still read
-            work = 0  # BALANCED_SPLIT: group 1's estimated work so far minus group 0's
             if PINGPONG and cid == NUM_GROUPS - 1:
                 tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # group 0 issues first
             valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
@@ -780,16 +770,16 @@ def jfa_fwd_kernel(
                 n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(
                     n_b, q_off, k_off, q_len, BROADCAST_Q)
                 if valid:
-                    cnt_kv, cnt_q, last_q, held_o, work = _consume_tile(
+                    cnt_kv, cnt_q, last_q, held_o = _consume_tile(
                         q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_fulls, k_empties,
                         v_fulls, v_empties, desc_o, out_ptr, lse_ptr, timeline, timeline_stride,
                         it, b, h, mb, q_row0, out_row0, qlen, klen, window, qk_scale, H,
-                        total_out, cnt_kv, cnt_q, last_q, held_o, work, cid, NUM_GROUPS,
-                        HEAD_DIM, BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, Q_ROWS, ROW_OFF,
-                        Q_SLOT0, CAUSAL, HAS_WINDOW, BROADCAST_Q, TMA_STORE_O, O_IN_Q, O_TMA_ONLY,
+                        total_out, cnt_kv, cnt_q, last_q, held_o, cid, NUM_GROUPS, HEAD_DIM,
+                        BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, Q_ROWS, ROW_OFF, Q_SLOT0, CAUSAL,
+                        HAS_WINDOW, BROADCAST_Q, TMA_STORE_O, O_IN_Q, O_TMA_ONLY,
                         SKIP_IDLE_GROUPS, LATE_P_CAST, LAZY_RESCALE, RCP_NORMALISE, FAST_EPILOGUE,
-                        SPLIT_TILES, PINGPONG, SHIFT_TAIL, TAIL_BRANCH, FIRST_BRANCH,
-                        BALANCED_SPLIT, SPLIT_TILE_COST, TIMELINE, dtype)
+                        SPLIT_TILES, PINGPONG, SHIFT_TAIL, TAIL_BRANCH,
+                        FIRST_BRANCH, TIMELINE, dtype)
                 valid, b, h, mb = n_valid, n_b, n_h, n_mb
                 q_row0, out_row0, qlen, kv_row0, klen = (n_q_row0, n_out_row0, n_qlen, n_kv_row0,
                                                          n_klen)

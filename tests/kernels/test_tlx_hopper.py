@@ -778,28 +778,6 @@ def test_split_tiles_changes_no_value(case):
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("cost", [1, 2, 6])
-@pytest.mark.parametrize("case", split_tiles_cases(), ids=lambda c: c.name)
-def test_balanced_split_changes_no_value(case, cost):
-    """FwdConfig.balanced_split (a split tile to the group behind in estimated work) against the
-    reference, and bit-identical with the alternating split: a tile's computation does not depend
-    on its group; the costs hand the groups different runs of tiles."""
-    fields = {"balanced_split": True, "split_tile_cost": cost}
-    inputs, params, default = _switch_against_reference(case, fields)
-    _assert_bit_identical(case, inputs, params, default, dataclasses.replace(default, **fields))
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("fields,match", [
-    ({"balanced_split": True, "split_tiles": False, "late_p_cast": True},
-     "balanced_split needs split_tiles"),
-    ({"balanced_split": True, "split_tile_cost": 0}, r"split_tile_cost must be an int >= 1")])
-def test_balanced_split_refuses_what_it_cannot_run(fields, match):
-    _assert_refused(split_tiles_cases()[0], fields, match)
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", shift_tail_cases(), ids=lambda c: c.name)
 def test_tail_branch_changes_no_value(case):
     """FwdConfig.tail_branch (the shifted last block run by the bulk loop, its mask under a

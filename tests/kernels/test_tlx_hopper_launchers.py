@@ -198,27 +198,6 @@ def test_tail_branch_reaches_the_kernel_or_is_refused(launches, h200, shift_tail
         assert (args["SHIFT_TAIL"], args["TAIL_BRANCH"], args["FIRST_BRANCH"]) == (True, True, False)
 
 
-@pytest.mark.parametrize("fields,refusal", [
-    ({"split_tile_cost": 3}, None),
-    ({"split_tile_cost": 0}, r"split_tile_cost must be an int >= 1"),
-    ({"split_tiles": False, "late_p_cast": True}, "balanced_split needs split_tiles")])
-def test_balanced_split_reaches_the_kernel_or_is_refused(launches, h200, fields, refusal):
-    """FwdConfig.balanced_split launches the split tile with its cost; without split tiles, or at a
-    cost below one block, it is refused before any launch. Without it the cost is passed as 0
-    (one build, whatever split_tile_cost says)."""
-    split = dict(tlx_hopper.SPLIT_TILE_FIELDS, shift_tail=True, balanced_split=True, **fields)
-    if refusal:
-        with pytest.raises(ValueError, match=refusal):
-            _short_key_pma_forward(**split)
-        assert launches == []
-        return
-    _short_key_pma_forward(**split)
-    _short_key_pma_forward(**dict(split, balanced_split=False))
-    [(_, _, on), (_, _, off)] = launches
-    assert (on["SPLIT_TILES"], on["BALANCED_SPLIT"], on["SPLIT_TILE_COST"]) == (True, True, 3)
-    assert (off["BALANCED_SPLIT"], off["SPLIT_TILE_COST"]) == (False, 0)
-
-
 def test_first_branch_reaches_the_kernel(launches, h200):
     _short_key_pma_forward(first_branch=True)
     [(_, _, args)] = launches
