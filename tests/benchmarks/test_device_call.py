@@ -524,3 +524,26 @@ def test_run52_call_b_runs_the_suite_between_tables(tmp_path, chained):
     flipped = (tmp_path / "tree/kernels/tlx_hopper.py").read_text()
     assert ('"balanced_split": True, "split_tile_cost": 2})' in flipped) == bool(chained)
     assert ("flipped: balanced_split=True, split_tile_cost=2" in res.stdout) == bool(chained)
+
+
+FAKE_FWD_BOUND = """import json, sys
+out = sys.argv[sys.argv.index("--out") + 1]
+rows = sys.argv[sys.argv.index("--only") + 1].split(",")
+with open(out, "w") as f:
+    for name in rows:
+        f.write(json.dumps({"name": name, "variant": "nomath", "bound_ratio": 0.95}) + "\\n")
+"""
+
+
+def test_run53_call_tests_then_bounds_then_probe_then_tables(tmp_path):
+    """Run 53's call: the shift-tail and split-tile tests, the no-math / no-store bounds on three
+    rows (nomath twice), the HBM probe, then tables."""
+    res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run53/call_a_script.sh",
+                             "50 passed in 40.0s", 560,
+                             dict(BENCH_AND_TIMELINE, tlx_fwd_bound=FAKE_FWD_BOUND,
+                                  hbm_probe=FAKE_HBM_PROBE))
+    assert res.returncode == 0, res.stderr
+    assert_logged_in_order(res.stdout, (
+        "shift tests rc=0 50 passed", "bound nomath_1 rc=0 [0.95, 0.95, 0.95]",
+        "bound nostore rc=0", "bound nomath_2 rc=0", "hbm probe rc=0 | PMA q128 fill0.1 |",
+        "table bench53 1 rc=0"))
