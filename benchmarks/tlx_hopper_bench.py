@@ -45,10 +45,10 @@ Each row also records, per timing in call order, the cudaMalloc calls inside its
 `timed_host_us`), each timing's median (`timed_ms`), the L2 flush's device µs (`flush_us`) and per
 timing its median µs less the host's median µs per call (`timed_host_margin_us`): a margin below
 zero marks a host-bound sample, one that timed the host rather than the device (the summary
-table's `margin` column: the row's smallest). Run 52 (H200, PMA q128 fill 0.1 forward): at 63-80
-µs of host per call the forward timed 81.8-86.7 µs; in phases where the host took 104-143 µs per
-call it timed 84-138 µs, 0-48 µs under the host's median (most 5-17): do_bench's window followed
-the host. Runs 44-51's `timed_host_slack_us` (flush + call - host) read 48-78 µs in those samples
+table's `margin` column: the row's smallest). Run 52 (H200, PMA q128 fill 0.1 forward): at host
+medians of 70-84 µs per call the forward timed 81.8-86.7 µs; in phases where the host took 84-143
+µs per call it timed 83-138 µs, 0-48 µs under the host's median (most 5-17): do_bench's window
+followed the host. Runs 44-51's `timed_host_slack_us` (flush + call - host) read 48-78 µs in those samples
 and so did not flag them.
 
 Every timed call first runs back to back for --settle-ms (300) ms, so tlx, varlen and the tutorial
