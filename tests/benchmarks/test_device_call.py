@@ -546,4 +546,4 @@ def test_run53_call_tests_then_bounds_then_probe_then_tables(tmp_path):
     assert_logged_in_order(res.stdout, (
         "shift tests rc=0 50 passed", "bound nomath_1 rc=0 [0.95, 0.95, 0.95]",
         "bound nostore rc=0", "bound nomath_2 rc=0", "hbm probe rc=0 | PMA q128 fill0.1 |",
-        "table bench53 1 rc=0"))
+        "slices over rows: PMA q128 fill0.1 1.150", "table bench53 1 rc=0"))

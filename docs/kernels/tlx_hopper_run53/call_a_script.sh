@@ -12,7 +12,7 @@
 #    0.1); nomath in two processes. Read: nomath / real near 1 -> the data movement is the limit
 #    (only a different way of moving the bytes helps); well under 1 -> the consumers' chain is.
 # 3. The HBM probe on the row (plain streaming of its bytes on this lease: run 26's 0.077 ms is
-#    the goal's size).
+#    the goal's size), and its slices-over-rows ratio (run 47 measured it on an H100 only).
 # 4. Status tables with what time is left; each records per timing whether the host bound it
 #    (`timed_host_margin_us` below zero, run 52).
 # Run: CALL_S=560 bash docs/kernels/tlx_hopper_run53/call_a_script.sh,
@@ -34,5 +34,8 @@ bound nomath_2 nomath
 timeout 90 python -m benchmarks.hbm_probe --only "PMA q128 fill0.1" --out "$OUT/hbm_probe.md" \
   > "$OUT/hbm_probe.log" 2>&1
 log "hbm probe rc=$? $(grep -m1 'q128 fill0.1' "$OUT/hbm_probe.md" | tr -s ' ')"
+# one head's 256 B slices' time over whole 1 KB rows' at equal parallelism, O written (run 47's
+# H100: 0.983; never on an H200): well above 1 would bring head pairs / row-wise loads back
+log "slices over rows: $(python -m benchmarks.hbm_probe --rows-over-slices "$OUT/hbm_probe.md" | tr '\t' ' ')"
 tables bench53 6
 finish
