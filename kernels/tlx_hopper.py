@@ -206,6 +206,15 @@ class FwdConfig:
     # build's consumers hold one block body each. Outputs bit-identical. Run 51 (H100, forward,
     # alone): the PMA rows 0.991-1.006, self 1.025 / 1.030, dense 1.010: with tail_branch only
     first_branch: bool = False
+    # with split_tiles: a CTA's tiles in the order 0, 1, 3, 2, 4, 5, 7, 6, ... (every second pair
+    # swapped), so the alternating groups take tiles 0, 3, 4, 7, ... and 1, 2, 5, 6, ... of the
+    # CTA's heaviest-first list instead of group 0 always the heavier of each pair. Run 52's H200
+    # timeline (PMA q128 fill 0.1): group 0 took 3.6 more of a CTA's ~87 blocks than group 1
+    # (0 to 7), the groups ended 2.1-2.5 µs apart, and the CTA's end is the later group's. Run 52's
+    # balanced_split evened the blocks (0.4) but gave a group consecutive tiles, which stalls the
+    # other behind them in the shared K/V ring: 1.042. Here the groups still alternate in ring
+    # order. O and LSE bit-identical (a tile's computation does not depend on its position). Off
+    swap_pairs: bool = False
 
     @property
     def block_m(self) -> int:
@@ -480,7 +489,8 @@ def fwd_constexprs(cfg: FwdConfig, head_dim: int, causal: bool, has_window: bool
         WARP_ARRIVE=cfg.warp_arrive, LAZY_RESCALE=cfg.lazy_rescale,
         RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
         SPLIT_TILES=cfg.split_tiles, SHIFT_TAIL=cfg.shift_tail,
-        TAIL_BRANCH=cfg.tail_branch, FIRST_BRANCH=cfg.first_branch, TIMELINE=timeline)
+        TAIL_BRANCH=cfg.tail_branch, FIRST_BRANCH=cfg.first_branch, SWAP_PAIRS=cfg.swap_pairs,
+        TIMELINE=timeline)
 
 
 def _fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | None,
@@ -539,6 +549,9 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
     if cfg.tail_branch and not cfg.shift_tail:
         raise ValueError("tlx FwdConfig: tail_branch needs shift_tail (it runs the shifted last "
                          "block in the bulk loop)")
+    if cfg.swap_pairs and not cfg.split_tiles:
+        raise ValueError("tlx FwdConfig: swap_pairs needs split_tiles (it orders the tiles the "
+                         "split tile's groups alternate over)")
     ctas_per_pair = n_prog // pairs if resident else 1
     if resident:
         n_prog = pairs * ctas_per_pair

@@ -426,6 +426,16 @@ def _produce_tile(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls, q_
 
 
 @triton.jit
+def _tile_order(it, SWAP_PAIRS: tl.constexpr):
+    """The position in the CTA's tile list of its it-th tile: it, or with SWAP_PAIRS (FwdConfig.
+    swap_pairs) every second pair swapped, 0, 1, 3, 2, 4, 5, 7, 6, ... Positions 0 and 1 stay, so
+    the prologues' tile_at(0) / tile_at(1) need no call of this."""
+    if SWAP_PAIRS:
+        it = it ^ ((it >> 1) & 1)
+    return it
+
+
+@triton.jit
 def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls, q_empties,
                            k_fulls, k_empties, v_fulls, v_empties, n_iter, pid, n_prog,
                            tile_entry, n_tiles, B, H, G, NUM_MB, ctas_per_pair, tile_window, q_off,
@@ -435,9 +445,9 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                            CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
                            BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr,
                            Q_BYTES: tl.constexpr, KV_BYTES: tl.constexpr,
-                           SHIFT_TAIL: tl.constexpr, timeline, timeline_stride,
-                           TIMELINE: tl.constexpr):
-    """The producer over the static schedule: the CTA's tiles in order (`tile_at`)."""
+                           SHIFT_TAIL: tl.constexpr, SWAP_PAIRS: tl.constexpr, timeline,
+                           timeline_stride, TIMELINE: tl.constexpr):
+    """The producer over the static schedule: the CTA's tiles in order (`tile_at`, `_tile_order`)."""
     cnt_kv = 0
     cnt_q = 0
     last_q = -1
@@ -449,8 +459,9 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
     n_valid, n_b, n_h, n_mb = tile_at(1, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
                                       ctas_per_pair, tile_window, RESIDENT)
     for it in range(0, n_iter):
-        nn_valid, nn_b, nn_h, nn_mb = tile_at(it + 2, pid, n_prog, tile_entry, n_tiles, B, H,
-                                              NUM_MB, ctas_per_pair, tile_window, RESIDENT)
+        nn_valid, nn_b, nn_h, nn_mb = tile_at(_tile_order(it + 2, SWAP_PAIRS), pid, n_prog,
+                                              tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair,
+                                              tile_window, RESIDENT)
         n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(n_b, q_off, k_off, q_len,
                                                                      BROADCAST_Q)
         if valid:
@@ -668,7 +679,7 @@ def jfa_fwd_kernel(
     LATE_P_CAST: tl.constexpr, O_TMA_ONLY: tl.constexpr, WARP_ARRIVE: tl.constexpr,
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
     FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, SHIFT_TAIL: tl.constexpr,
-    TAIL_BRANCH: tl.constexpr, FIRST_BRANCH: tl.constexpr,
+    TAIL_BRANCH: tl.constexpr, FIRST_BRANCH: tl.constexpr, SWAP_PAIRS: tl.constexpr,
     TIMELINE: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
@@ -677,6 +688,7 @@ def jfa_fwd_kernel(
     tl.static_assert(not SPLIT_TILES or (BROADCAST_Q and RESIDENT and O_TMA_ONLY and not CAUSAL
                                          and not HAS_WINDOW))
     tl.static_assert(not TAIL_BRANCH or SHIFT_TAIL)  # FwdConfig.tail_branch
+    tl.static_assert(not SWAP_PAIRS or SPLIT_TILES)  # FwdConfig.swap_pairs
     Q_ROWS: tl.constexpr = BLOCK_M if SPLIT_TILES else BM_SPLIT  # query rows per group and tile
     # consumer groups sharing a tile: its Q tiles per q-block
     TILE_GROUPS: tl.constexpr = 1 if SPLIT_TILES else NUM_GROUPS
@@ -732,6 +744,8 @@ def jfa_fwd_kernel(
         mark_sm(timeline, timeline_stride)
     n_tiles = tl.load(n_entries) * H  # generic schedule: (entry, head) tiles
     n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
+    if SWAP_PAIRS:  # an even count: a last pair's swapped-away tile runs at the extra position
+        n_iter += n_iter % 2
 
     with tlx.async_tasks():
         # ---- producer: TMA loads of Q (when it changes) and K/V ----------------------------
@@ -742,7 +756,7 @@ def jfa_fwd_kernel(
                                    tile_window, q_off, k_off, q_len, window, HEAD_DIM, BLOCK_M,
                                    BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, TILE_GROUPS, CAUSAL, HAS_WINDOW,
                                    BROADCAST_Q, RESIDENT, Q_BYTES, KV_BYTES, SHIFT_TAIL,
-                                   timeline, timeline_stride, TIMELINE)
+                                   SWAP_PAIRS, timeline, timeline_stride, TIMELINE)
 
         # ---- consumers: QK^T, online softmax, PV, epilogue -------------------------------
         with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=NUM_GROUPS):
@@ -764,9 +778,9 @@ def jfa_fwd_kernel(
             n_valid, n_b, n_h, n_mb = tile_at(1, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
                                               ctas_per_pair, tile_window, RESIDENT)
             for it in range(0, n_iter):
-                nn_valid, nn_b, nn_h, nn_mb = tile_at(it + 2, pid, n_prog, tile_entry, n_tiles, B,
-                                                      H, NUM_MB, ctas_per_pair, tile_window,
-                                                      RESIDENT)
+                nn_valid, nn_b, nn_h, nn_mb = tile_at(_tile_order(it + 2, SWAP_PAIRS), pid,
+                                                      n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+                                                      ctas_per_pair, tile_window, RESIDENT)
                 n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(
                     n_b, q_off, k_off, q_len, BROADCAST_Q)
                 if valid:

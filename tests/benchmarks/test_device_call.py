@@ -535,15 +535,39 @@ with open(out, "w") as f:
 """
 
 
-def test_run53_call_tests_then_bounds_then_probe_then_tables(tmp_path):
-    """Run 53's call: the shift-tail and split-tile tests, the no-math / no-store bounds on three
-    rows (nomath twice), the HBM probe, then tables."""
-    res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run53/call_a_script.sh",
-                             "50 passed in 40.0s", 560,
+@pytest.mark.parametrize("summary,recorded", [("60 passed in 50.0s", True),
+                                              ("1 failed, 59 passed in 50.0s", False)])
+def test_run53_call_a_measures_swap_pairs_only_after_its_tests(tmp_path, summary, recorded):
+    """Run 53's first call: the split-tile tests, swap_pairs' timeline and A/Bs only when they
+    pass (the stub's 0.97 passes the gate and is chained), the cached-schedule A/Bs either way,
+    then tables."""
+    res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run53/call_a_script.sh", summary,
+                             560, BENCH_AND_TIMELINE)
+    assert res.returncode == 0, res.stderr
+    assert f"split tests rc=0 {summary}" in res.stdout
+    for key in ("timeline swap rc=0", "ab swap_1 rc=0", "ab swap_2 rc=0", "swap_pairs gate: yes"):
+        assert (key in res.stdout) == recorded
+    assert (tmp_path / "chain/swap_pairs").exists() == recorded
+    assert_logged_in_order(res.stdout, ("ab cached_1 rc=0", "ab cached_2 rc=0", "table bench53 1 rc=0"))
+
+
+@pytest.mark.parametrize("chained", [False, True])
+def test_run53_call_b_flips_the_chained_swap_then_bounds_probe_and_tables(tmp_path, chained):
+    """Run 53's second call: call a's chained swap_pairs flipped into SPLIT_TILE_FIELDS (if any),
+    the no-math / no-store bounds on three rows (nomath twice), the HBM probe, then tables."""
+    if chained:
+        (tmp_path / "chain").mkdir()
+        (tmp_path / "chain/swap_pairs").write_text("1")
+    (tmp_path / "tree/kernels").mkdir(parents=True)
+    (tmp_path / "tree/kernels/tlx_hopper.py").write_text(SPLIT_TILE_LINE)
+    res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run53/call_b_script.sh", "", 560,
                              dict(BENCH_AND_TIMELINE, tlx_fwd_bound=FAKE_FWD_BOUND,
                                   hbm_probe=FAKE_HBM_PROBE))
     assert res.returncode == 0, res.stderr
+    flipped = (tmp_path / "tree/kernels/tlx_hopper.py").read_text()
+    assert ('"first_branch": True, "swap_pairs": True})' in flipped) == chained
+    assert ("flipped: swap_pairs=True in SPLIT_TILE_FIELDS" in res.stdout) == chained
     assert_logged_in_order(res.stdout, (
-        "shift tests rc=0 50 passed", "bound nomath_1 rc=0 [0.95, 0.95, 0.95]",
-        "bound nostore rc=0", "bound nomath_2 rc=0", "hbm probe rc=0 | PMA q128 fill0.1 |",
-        "slices over rows: PMA q128 fill0.1 1.150", "table bench53 1 rc=0"))
+        "bound nomath_1 rc=0 [0.95, 0.95, 0.95]", "bound nostore rc=0", "bound nomath_2 rc=0",
+        "hbm probe rc=0 | PMA q128 fill0.1 |", "slices over rows: PMA q128 fill0.1 1.150",
+        "table bench53b 1 rc=0"))

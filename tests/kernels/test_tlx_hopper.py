@@ -778,6 +778,25 @@ def test_split_tiles_changes_no_value(case):
 
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", [*split_tiles_cases(), Case("bcast", 23, 128, 90, 2, 2, grid=3)],
+                         ids=lambda c: c.name)
+def test_swap_pairs_changes_no_value(case):
+    """FwdConfig.swap_pairs (a CTA's tiles 0, 1, 3, 2, 4, 5, 7, 6, ...) against the reference, and
+    bit-identical with the heaviest-first order: a tile's computation does not depend on its
+    position. The added case walks 23 tiles per CTA: the last pair (22, 23) is swapped, so tile 22
+    runs only at the extra, 24th position."""
+    inputs, params, default = _switch_against_reference(case, {"swap_pairs": True})
+    _assert_bit_identical(case, inputs, params, default, dataclasses.replace(default, swap_pairs=True))
+
+
+@pytest.mark.gpu
+def test_swap_pairs_refuses_what_it_cannot_run():
+    _assert_refused(split_tiles_cases()[0], {"swap_pairs": True, "split_tiles": False,
+                                             "late_p_cast": True}, "swap_pairs needs split_tiles")
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", shift_tail_cases(), ids=lambda c: c.name)
 def test_tail_branch_changes_no_value(case):
     """FwdConfig.tail_branch (the shifted last block run by the bulk loop, its mask under a

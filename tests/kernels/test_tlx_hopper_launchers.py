@@ -198,6 +198,23 @@ def test_tail_branch_reaches_the_kernel_or_is_refused(launches, h200, shift_tail
         assert (args["SHIFT_TAIL"], args["TAIL_BRANCH"], args["FIRST_BRANCH"]) == (True, True, False)
 
 
+@pytest.mark.parametrize("split", [True, False])
+def test_swap_pairs_reaches_the_kernel_or_is_refused(launches, h200, split):
+    """FwdConfig.swap_pairs launches the split tile with it; without split tiles it is refused
+    before any launch."""
+    fields = dict(tlx_hopper.SPLIT_TILE_FIELDS, shift_tail=True, swap_pairs=True)
+    if not split:
+        with pytest.raises(ValueError, match="swap_pairs needs split_tiles"):
+            _short_key_pma_forward(**dict(fields, split_tiles=False, late_p_cast=True,
+                                          tail_branch=False))
+        assert launches == []
+        return
+    _short_key_pma_forward(**fields)
+    _short_key_pma_forward(**dict(fields, swap_pairs=False))
+    [(_, _, on), (_, _, off)] = launches
+    assert (on["SPLIT_TILES"], on["SWAP_PAIRS"], off["SWAP_PAIRS"]) == (True, True, False)
+
+
 def test_first_branch_reaches_the_kernel(launches, h200):
     _short_key_pma_forward(first_branch=True)
     [(_, _, args)] = launches

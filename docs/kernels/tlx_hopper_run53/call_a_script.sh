@@ -1,41 +1,42 @@
 #!/usr/bin/env bash
 # Prepared in session 54 as the next device call (an H200: H100 numbers do not carry over). The PMA
-# q128 fill-0.1 forward is the goal left short: 0.0825-0.0839 ms in run 52's host-clean samples
-# (0.917-0.933 of 0.077 ms), 0.0814-0.0817 in run 51's. Whether its consumers' math still costs it
-# anything or only the way its bytes move does was never measured on an H200:
-# 1. Tests: the mended `test_shift_tail_reads_no_row_of_the_next_sequence` with the shift tail's
-#    and the split tile's others (run 52's suite failed that one: tail_branch left on).
-# 2. `tlx_fwd_bound` (session 44, never GPU-run): the forward without its math (`nomath`: every
-#    consumer passes its K/V blocks and stores zeros; loads, ring, stores and schedule real) and
-#    without its stores too (`nostore`), A/B'd against the real one in the bench's regime on the
-#    three broadcast rows whose forward the consumers could bound (q128 fill 0.1 / 0.9, q192 fill
-#    0.1); nomath in two processes. Read: nomath / real near 1 -> the data movement is the limit
-#    (only a different way of moving the bytes helps); well under 1 -> the consumers' chain is.
-# 3. The HBM probe on the row (plain streaming of its bytes on this lease: run 26's 0.077 ms is
-#    the goal's size), and its slices-over-rows ratio (run 47 measured it on an H100 only).
-# 4. Status tables with what time is left; each records per timing whether the host bound it
-#    (`timed_host_margin_us` below zero, run 52).
+# q128 fill-0.1 forward is the goal left short: 0.0825-0.0828 ms in run 52's host-clean samples
+# (0.929-0.933 of 0.077 ms), 0.0814-0.0817 in run 51's.
+# 1. Tests: the mended `test_shift_tail_reads_no_row_of_the_next_sequence` (run 52's suite failed
+#    it: tail_branch left on), the split tile's and shift tail's others, `FwdConfig.swap_pairs`'
+#    (a CTA's tiles 0, 1, 3, 2, 4, 5, 7, 6, ...: run 52's timeline had group 0 take 3.6 more of a
+#    CTA's ~87 blocks, the groups ending 2.1-2.5 µs apart).
+# 2. swap_pairs' timeline (raw samples saved) and A/Bs on the row, two processes; a mean ratio of
+#    0.99 or less is chained as `swap_pairs` for call b to flip into SPLIT_TILE_FIELDS.
+# 3. What the schedule build costs the call: the forward with its schedule cached (a model's later
+#    layers of one batch) against built every call (the tables' plain call), two processes, the
+#    fill-0.1 rows; run 47 (H100) put it at ~3 µs or less of ~111; never on an H200 with session
+#    49's mended A/B. A build of ~5 µs would be most of the row's gap and point at the build.
+# 4. Tables with what time is left (each timing's `timed_host_margin_us`: below zero, host-bound).
 # Run: CALL_S=560 bash docs/kernels/tlx_hopper_run53/call_a_script.sh,
 #      carry [".gpu/tools", ".gpu/kernels"], timeout_s 600
 source benchmarks/device_call.sh
-ROWS="PMA q128 fill0.1,PMA q128 fill0.9,PMA q192 fill0.1"
+ROW="PMA q128 fill0.1"
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv >> "$OUT/call.log" 2>&1
-DEADLINE_SAVE=$DEADLINE; DEADLINE=$(( $(date +%s) + 150 ))  # the tests get 90 s
-gpu_tests shift tests/kernels/test_tlx_hopper.py -k "shift_tail or split_tiles"
+DEADLINE_SAVE=$DEADLINE; DEADLINE=$(( $(date +%s) + 170 ))  # the tests get 110 s
+gpu_tests split tests/kernels/test_tlx_hopper.py -k "shift_tail or split_tiles or swap_pairs"
+tested=$?
 DEADLINE=$DEADLINE_SAVE
-bound() {  # NAME VARIANT: tlx_fwd_bound on ROWS, 4 ABBA rounds, its ratios logged
-  timeout 120 python -m benchmarks.tlx_fwd_bound --only "$ROWS" --variant "$2" --rounds 4 \
-    --out "$OUT/bound_$1.jsonl" > "$OUT/bound_$1.log" 2>&1
-  log "bound $1 rc=$? $(ratios "$OUT/bound_$1.jsonl" bound_ratio)"
-}
-bound nomath_1 nomath
-bound nostore nostore
-bound nomath_2 nomath
-timeout 90 python -m benchmarks.hbm_probe --only "PMA q128 fill0.1" --out "$OUT/hbm_probe.md" \
-  > "$OUT/hbm_probe.log" 2>&1
-log "hbm probe rc=$? $(grep -m1 'q128 fill0.1' "$OUT/hbm_probe.md" | tr -s ' ')"
-# one head's 256 B slices' time over whole 1 KB rows' at equal parallelism, O written (run 47's
-# H100: 0.983; never on an H200): well above 1 would bring head pairs / row-wise loads back
-log "slices over rows: $(python -m benchmarks.hbm_probe --rows-over-slices "$OUT/hbm_probe.md" | tr '\t' ' ')"
+if [ "$tested" = 0 ]; then
+  timeout 45 python -m benchmarks.tlx_timeline --shape "$ROW" --regime dirty --samples 2 \
+    --fwd-config swap_pairs=True --save "$OUT/timeline_swap.pt" --out "$OUT/timeline_swap.md" \
+    > "$OUT/timeline_swap.log" 2>&1
+  log "timeline swap rc=$? $(grep -E '^\| (tail|a CTA)' "$OUT/timeline_swap.md" | tr -s ' ' | tr '\n' ' ')"
+  for i in 1 2; do
+    AB_TIMEOUT=45 ab_run swap_$i tlx_fwd_ab_ratio --only "$ROW" --ab swap_pairs=True
+  done
+  gate=$(ab_gate tlx_fwd_ab_ratio "$ROW<=0.99" "$OUT/ab_swap_1.jsonl" "$OUT/ab_swap_2.jsonl")
+  log "swap_pairs gate: $gate"
+  [ "$gate" = yes ] && chain_put swap_pairs 1
+fi
+for i in 1 2; do
+  AB_TIMEOUT=60 ab_run cached_$i tlx_fwd_abcached_ratio --only "PMA q128 fill0.1,PMA q192 fill0.1" \
+    --ab-schedule-cached
+done
 tables bench53 6
 finish
