@@ -213,7 +213,9 @@ class FwdConfig:
     # (0 to 7), the groups ended 2.1-2.5 µs apart, and the CTA's end is the later group's. Run 52's
     # balanced_split evened the blocks (0.4) but gave a group consecutive tiles, which stalls the
     # other behind them in the shared K/V ring: 1.042. Here the groups still alternate in ring
-    # order. O and LSE bit-identical (a tile's computation does not depend on its position). Off
+    # order. Replayed on that timeline's tiles: group 0's lead 3.58 -> 1.88 blocks (0 to 7 -> 0 to
+    # 4); at its ~0.65 µs of group gap a block, predicted ~0.5 µs off a CTA's end (< 1 %). O and
+    # LSE bit-identical (a tile's computation does not depend on its position). Off
     swap_pairs: bool = False
 
     @property
