@@ -48,8 +48,8 @@ zero marks a host-bound sample, one that timed the host rather than the device (
 table's `margin` column: the row's smallest). Run 52 (H200, PMA q128 fill 0.1 forward): at host
 medians of 70-84 µs per call the forward timed 81.8-86.7 µs; in phases where the host took 84-143
 µs per call it timed 83-138 µs, 0-48 µs under the host's median (most 5-17): do_bench's window
-followed the host. Runs 44-51's `timed_host_slack_us` (flush + call - host) read 48-78 µs in those samples
-and so did not flag them.
+followed the host. Runs 44-51's `timed_host_slack_us` (flush + call - host) read 48-78 µs in
+those samples and so did not flag them.
 
 Every timed call first runs back to back for --settle-ms (300) ms, so tlx, varlen and the tutorial
 are all timed at the clocks of a sustained load (the H200 holds its 700 W limit by lowering the SM

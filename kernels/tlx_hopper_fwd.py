@@ -551,8 +551,8 @@ def _consume_tile(q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_full
                   LATE_P_CAST: tl.constexpr, LAZY_RESCALE: tl.constexpr,
                   RCP_NORMALISE: tl.constexpr, FAST_EPILOGUE: tl.constexpr,
                   SPLIT_TILES: tl.constexpr, PINGPONG: tl.constexpr, SHIFT_TAIL: tl.constexpr,
-                  TAIL_BRANCH: tl.constexpr,
-                  FIRST_BRANCH: tl.constexpr, TIMELINE: tl.constexpr, dtype: tl.constexpr):
+                  TAIL_BRANCH: tl.constexpr, FIRST_BRANCH: tl.constexpr, TIMELINE: tl.constexpr,
+                  dtype: tl.constexpr):
     """Consumer group cid's part of the CTA's it-th tile (batch element b, head h, q-block mb): its
     rows' QK^T, online softmax, PV and epilogue, or, for the split tile's other group (and idle
     groups), its K/V blocks passed in the ring. Returns (cnt_kv, cnt_q, last_q, held_o): the
@@ -792,8 +792,8 @@ def jfa_fwd_kernel(
                         BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, Q_ROWS, ROW_OFF, Q_SLOT0, CAUSAL,
                         HAS_WINDOW, BROADCAST_Q, TMA_STORE_O, O_IN_Q, O_TMA_ONLY,
                         SKIP_IDLE_GROUPS, LATE_P_CAST, LAZY_RESCALE, RCP_NORMALISE, FAST_EPILOGUE,
-                        SPLIT_TILES, PINGPONG, SHIFT_TAIL, TAIL_BRANCH,
-                        FIRST_BRANCH, TIMELINE, dtype)
+                        SPLIT_TILES, PINGPONG, SHIFT_TAIL, TAIL_BRANCH, FIRST_BRANCH, TIMELINE,
+                        dtype)
                 valid, b, h, mb = n_valid, n_b, n_h, n_mb
                 q_row0, out_row0, qlen, kv_row0, klen = (n_q_row0, n_out_row0, n_qlen, n_kv_row0,
                                                          n_klen)
