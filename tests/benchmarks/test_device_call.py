@@ -548,7 +548,8 @@ def test_run53_call_a_measures_swap_pairs_only_after_its_tests(tmp_path, summary
     for key in ("timeline swap rc=0", "ab swap_1 rc=0", "ab swap_2 rc=0", "swap_pairs gate: yes"):
         assert (key in res.stdout) == recorded
     assert (tmp_path / "chain/swap_pairs").exists() == recorded
-    assert_logged_in_order(res.stdout, ("ab cached_1 rc=0", "ab cached_2 rc=0", "table bench53 1 rc=0"))
+    assert_logged_in_order(res.stdout, ("ab cached_1 rc=0", "ab cached_2 rc=0", "graph rc=0",
+                                        "table bench53 1 rc=0"))
 
 
 @pytest.mark.parametrize("chained", [False, True])

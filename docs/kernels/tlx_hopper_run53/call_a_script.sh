@@ -12,6 +12,7 @@
 #    layers of one batch) against built every call (the tables' plain call), two processes, the
 #    fill-0.1 rows; run 47 (H100) put it at ~3 µs or less of ~111; never on an H200 with session
 #    49's mended A/B. A build of ~5 µs would be most of the row's gap and point at the build.
+# 3b. The fill-0.1 forwards replayed from a CUDA graph (their device time, build included).
 # 4. Tables with what time is left (each timing's `timed_host_margin_us`: below zero, host-bound).
 # Run: CALL_S=560 bash docs/kernels/tlx_hopper_run53/call_a_script.sh,
 #      carry [".gpu/tools", ".gpu/kernels"], timeout_s 600
@@ -38,5 +39,10 @@ for i in 1 2; do
   AB_TIMEOUT=60 ab_run cached_$i tlx_fwd_abcached_ratio --only "PMA q128 fill0.1,PMA q192 fill0.1" \
     --ab-schedule-cached
 done
+# the fill-0.1 forwards replayed from a CUDA graph (schedule build included, no host launch path):
+# their device time whatever the host's phase (run 52: 10 of 16 tables host-bound on q128 fill 0.1)
+timeout 60 python -m benchmarks.tlx_hopper_bench --only "PMA q128 fill0.1,PMA q192 fill0.1" --graph \
+  --baseline-rounds 1 --out "$OUT/graph.jsonl" > "$OUT/graph.log" 2>&1
+log "graph rc=$? fwd graph ms $(ratios "$OUT/graph.jsonl" tlx_fwd_graph_ms) eager $(ratios "$OUT/graph.jsonl" tlx_fwd_ms)"
 tables bench53 6
 finish
