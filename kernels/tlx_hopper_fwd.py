@@ -149,9 +149,9 @@ def _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window, CAUSAL: 
     m_i is the running max of the base-2 scaled scores (with LAZY_RESCALE, the max in use: up to
     RESCALE_SLACK below the true one); -inf while a row has seen no visible key. MASK: the block
     masked (`_mask_block`) at compile time; FIRST_BRANCH (`FwdConfig.first_branch`, a tile's first
-    block): the same under a run-time branch taken only where not first_full. SHIFT_TAIL (a shifted last block, `_kv_block_start`: it ends at the
-    sequence's last key, no causal/window mask): the columns below col_lo repeat the previous
-    block's keys, the only ones masked. TAIL_BRANCH (`FwdConfig.tail_branch`, an unmasked bulk
+    block): the same under a run-time branch taken only where not first_full. SHIFT_TAIL (a
+    shifted last block, `_kv_block_start`: it ends at the sequence's last key, no causal/window
+    mask): the columns below col_lo repeat the previous block's keys, the only ones masked. TAIL_BRANCH (`FwdConfig.tail_branch`, an unmasked bulk
     block that may be the shifted one): that mask under a run-time branch taken only where
     col_lo > 0.
     """

@@ -503,25 +503,30 @@ def test_run52_call_runs_the_balanced_split_only_after_its_tests(tmp_path, summa
     assert (tmp_path / "chain/balanced_cost").exists() == recorded
 
 
-SPLIT_TILE_LINE = ('SPLIT_TILE_FIELDS = types.MappingProxyType({"split_tiles": True, "late_p_cast": False,\n'
-                   '                                            "tail_branch": True, "first_branch": True})\n')
+def _tree_with_split_tile_fields(tmp_path: Path, chain_key: str, chained: str | None) -> Path:
+    """A call tree holding the real `kernels/tlx_hopper.py` (the line a call's in-place flip of
+    SPLIT_TILE_FIELDS edits) and, when chained, `chain_key` as an earlier call left it; returns
+    the tree's copy of the file."""
+    if chained:
+        (tmp_path / "chain").mkdir()
+        (tmp_path / f"chain/{chain_key}").write_text(chained)
+    kernel = tmp_path / "tree/kernels/tlx_hopper.py"
+    kernel.parent.mkdir(parents=True)
+    shutil.copy(REPO / "kernels/tlx_hopper.py", kernel)
+    return kernel
 
 
 @pytest.mark.parametrize("chained", [None, "2"])
 def test_run52_call_b_runs_the_suite_between_tables(tmp_path, chained):
     """Run 52's second call: call a's chained balanced_split cost (if any) flipped into
     SPLIT_TILE_FIELDS, then a table, `tests/kernels` in full, then tables."""
-    if chained:
-        (tmp_path / "chain").mkdir()
-        (tmp_path / "chain/balanced_cost").write_text(chained)
-    (tmp_path / "tree/kernels").mkdir(parents=True)
-    (tmp_path / "tree/kernels/tlx_hopper.py").write_text(SPLIT_TILE_LINE)
+    kernel = _tree_with_split_tile_fields(tmp_path, "balanced_cost", chained)
     res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run52/call_b_script.sh",
                              "990 passed in 280.0s", 560, BENCH_AND_TIMELINE)
     assert res.returncode == 0, res.stderr
     assert_logged_in_order(res.stdout, ("table bench52b 1 rc=0", "kernels tests rc=0 990 passed",
                                         "table bench52c 1 rc=0"))
-    flipped = (tmp_path / "tree/kernels/tlx_hopper.py").read_text()
+    flipped = kernel.read_text()
     assert ('"balanced_split": True, "split_tile_cost": 2})' in flipped) == bool(chained)
     assert ("flipped: balanced_split=True, split_tile_cost=2" in res.stdout) == bool(chained)
 
@@ -556,16 +561,12 @@ def test_run53_call_a_measures_swap_pairs_only_after_its_tests(tmp_path, summary
 def test_run53_call_b_flips_the_chained_swap_then_bounds_probe_and_tables(tmp_path, chained):
     """Run 53's second call: call a's chained swap_pairs flipped into SPLIT_TILE_FIELDS (if any),
     the no-math / no-store bounds on three rows (nomath twice), the HBM probe, then tables."""
-    if chained:
-        (tmp_path / "chain").mkdir()
-        (tmp_path / "chain/swap_pairs").write_text("1")
-    (tmp_path / "tree/kernels").mkdir(parents=True)
-    (tmp_path / "tree/kernels/tlx_hopper.py").write_text(SPLIT_TILE_LINE)
+    kernel = _tree_with_split_tile_fields(tmp_path, "swap_pairs", "1" if chained else None)
     res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run53/call_b_script.sh", "", 560,
                              dict(BENCH_AND_TIMELINE, tlx_fwd_bound=FAKE_FWD_BOUND,
                                   hbm_probe=FAKE_HBM_PROBE))
     assert res.returncode == 0, res.stderr
-    flipped = (tmp_path / "tree/kernels/tlx_hopper.py").read_text()
+    flipped = kernel.read_text()
     assert ('"first_branch": True, "swap_pairs": True})' in flipped) == chained
     assert ("flipped: swap_pairs=True in SPLIT_TILE_FIELDS" in res.stdout) == chained
     assert_logged_in_order(res.stdout, (
