@@ -27,6 +27,9 @@
 #   flip_default DIR   an in-call default flip: DIR mirrors the repo (DIR/kernels/..., DIR/tests/...),
 #             its files replace the working tree's (status 1, logged, if one cannot be copied), the
 #             kernels' md5 sums go to $OUT/md5_flipped.txt
+#   flip_split_tile_field FIELD VALUE   an in-call flip of one `FwdConfig` field into
+#             `tlx_hopper.SPLIT_TILE_FIELDS` (appended after its last entry, `first_branch`), logged;
+#             status 1 when that line is not found (the default then runs)
 # and records the kernels' md5 sums (which code the call ran) in $OUT/md5.txt.
 set -u
 T0=$(date +%s); DEADLINE=$(( T0 + ${CALL_S:-360} ))
@@ -104,5 +107,15 @@ flip_default() {
   done
   md5sum kernels/*.py > "$OUT/md5_flipped.txt"
   log "flipped from $1: $(cd "$1" && find . -type f | tr '\n' ' ')"
+}
+flip_split_tile_field() {
+  sed -i "s/\"first_branch\": True})/\"first_branch\": True, \"$1\": $2})/" kernels/tlx_hopper.py
+  if grep -q "\"$1\": $2})" kernels/tlx_hopper.py; then
+    md5sum kernels/*.py > "$OUT/md5_flipped.txt"
+    log "flipped: $1=$2 in SPLIT_TILE_FIELDS"
+  else
+    log "flip of $1 failed: SPLIT_TILE_FIELDS not found; the default runs"
+    return 1
+  fi
 }
 md5sum kernels/*.py > "$OUT/md5.txt"

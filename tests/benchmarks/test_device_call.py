@@ -573,3 +573,32 @@ def test_run53_call_b_flips_the_chained_swap_then_bounds_probe_and_tables(tmp_pa
         "bound nomath_1 rc=0 [0.95, 0.95, 0.95]", "bound nostore rc=0", "bound nomath_2 rc=0",
         "hbm probe rc=0 | PMA q128 fill0.1 |", "slices over rows: PMA q128 fill0.1 1.150",
         "table bench53b 1 rc=0"))
+
+
+@pytest.mark.parametrize("chained,call_s,suite", [(True, 440, True), (False, 440, True),
+                                                  (False, 300, False)])
+def test_run53_call_c_flips_the_chained_swap_then_runs_the_suite_where_it_fits(tmp_path, chained,
+                                                                              call_s, suite):
+    """Run 53's third call: call a's chained swap_pairs flipped (as call b does), `tests/kernels`
+    in full only with its 390 s still ahead (a short call keeps its tables), then tables."""
+    kernel = _tree_with_split_tile_fields(tmp_path, "swap_pairs", "1" if chained else None)
+    res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run53/call_c_script.sh",
+                             "1041 passed in 226.0s", call_s, BENCH_AND_TIMELINE)
+    assert res.returncode == 0, res.stderr
+    assert ('"first_branch": True, "swap_pairs": True})' in kernel.read_text()) == chained
+    assert ("flipped: swap_pairs=True in SPLIT_TILE_FIELDS" in res.stdout) == chained
+    assert ("kernels tests rc=0 1041 passed" in res.stdout) == suite
+    assert ("suite skipped" in res.stdout) == (not suite)
+    assert "table bench53c 1 rc=0" in res.stdout
+
+
+def test_flip_split_tile_field_fails_loudly_where_the_line_is_gone(tmp_path):
+    """The flip edits nothing and says so (status 1) when SPLIT_TILE_FIELDS' line has changed."""
+    kernel = tmp_path / "tree/kernels/tlx_hopper.py"
+    kernel.parent.mkdir(parents=True)
+    kernel.write_text('SPLIT_TILE_FIELDS = {"split_tiles": True}\n')
+    res, _ = run_call(tmp_path, "", 'flip_split_tile_field swap_pairs True; echo "status=$?"')
+    assert res.returncode == 0, res.stderr
+    assert "flip of swap_pairs failed: SPLIT_TILE_FIELDS not found" in res.stdout
+    assert "status=1" in res.stdout
+    assert kernel.read_text() == 'SPLIT_TILE_FIELDS = {"split_tiles": True}\n'

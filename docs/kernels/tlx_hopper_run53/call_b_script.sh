@@ -17,15 +17,7 @@
 source benchmarks/device_call.sh
 ROWS="PMA q128 fill0.1,PMA q128 fill0.9,PMA q192 fill0.1"
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv >> "$OUT/call.log" 2>&1
-if [ -n "$(chain_get swap_pairs)" ]; then
-  sed -i 's/"first_branch": True})/"first_branch": True, "swap_pairs": True})/' kernels/tlx_hopper.py
-  if grep -q '"swap_pairs": True})' kernels/tlx_hopper.py; then
-    md5sum kernels/*.py > "$OUT/md5_flipped.txt"
-    log "flipped: swap_pairs=True in SPLIT_TILE_FIELDS"
-  else
-    log "flip of swap_pairs failed: SPLIT_TILE_FIELDS not found; the default runs"
-  fi
-fi
+[ -n "$(chain_get swap_pairs)" ] && flip_split_tile_field swap_pairs True
 bound() {  # NAME VARIANT: tlx_fwd_bound on ROWS, 4 ABBA rounds, its ratios logged
   timeout 120 python -m benchmarks.tlx_fwd_bound --only "$ROWS" --variant "$2" --rounds 4 \
     --out "$OUT/bound_$1.jsonl" > "$OUT/bound_$1.log" 2>&1
