@@ -543,50 +543,76 @@ with open(out, "w") as f:
 @pytest.mark.parametrize("summary,recorded", [("60 passed in 50.0s", True),
                                               ("1 failed, 59 passed in 50.0s", False)])
 def test_run53_call_a_measures_swap_pairs_only_after_its_tests(tmp_path, summary, recorded):
-    """Run 53's first call: the split-tile tests, swap_pairs' timeline and A/Bs only when they
-    pass (the stub's 0.97 passes the gate and is chained), the cached-schedule A/Bs either way,
-    then tables."""
+    """Run 53's first call: the split-tile tests, swap_pairs' timeline and A/Bs and early_tiles'
+    A/Bs only when they pass (the stub's 0.97 passes both gates: both chained), the
+    cached-schedule A/Bs either way, then tables."""
     res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run53/call_a_script.sh", summary,
                              560, BENCH_AND_TIMELINE)
     assert res.returncode == 0, res.stderr
     assert f"split tests rc=0 {summary}" in res.stdout
-    for key in ("timeline swap rc=0", "ab swap_1 rc=0", "ab swap_2 rc=0", "swap_pairs gate: yes"):
+    for key in ("timeline swap rc=0", "ab swap_1 rc=0", "ab swap_2 rc=0", "swap_pairs gate: yes",
+                "ab early_1 rc=0", "ab early_2 rc=0", "early_tiles gate: yes"):
         assert (key in res.stdout) == recorded
     assert (tmp_path / "chain/swap_pairs").exists() == recorded
+    assert (tmp_path / "chain/early_tiles").exists() == recorded
     assert_logged_in_order(res.stdout, ("ab cached_1 rc=0", "ab cached_2 rc=0", "graph rc=0",
                                         "table bench53 1 rc=0"))
 
 
-@pytest.mark.parametrize("chained", [False, True])
-def test_run53_call_b_flips_the_chained_swap_then_bounds_probe_and_tables(tmp_path, chained):
-    """Run 53's second call: call a's chained swap_pairs flipped into SPLIT_TILE_FIELDS (if any),
-    the no-math / no-store bounds on three rows (nomath twice), the HBM probe, then tables."""
-    kernel = _tree_with_split_tile_fields(tmp_path, "swap_pairs", "1" if chained else None)
+def _tree_with_run53_winners(tmp_path: Path, chained: tuple[str, ...]) -> Path:
+    """A call tree for run 53's calls b and c: the real kernels file, run 53's `flip_winner.sh`,
+    and call a's chained keys (`swap_pairs`, `early_tiles`) as it left them."""
+    kernel = _tree_with_split_tile_fields(tmp_path, "unused", None)
+    for key in chained:
+        (tmp_path / "chain").mkdir(exist_ok=True)
+        (tmp_path / f"chain/{key}").write_text("1")
+    flip = tmp_path / "tree/docs/kernels/tlx_hopper_run53/flip_winner.sh"
+    flip.parent.mkdir(parents=True)
+    shutil.copy(REPO / "docs/kernels/tlx_hopper_run53/flip_winner.sh", flip)
+    return kernel
+
+
+# call a's chained keys -> the field flipped (early_tiles excludes swap_pairs, so it goes first)
+RUN53_FLIPS = [((), None), (("swap_pairs",), "swap_pairs"), (("early_tiles",), "early_tiles"),
+               (("swap_pairs", "early_tiles"), "early_tiles")]
+
+
+@pytest.mark.parametrize("chained,flipped", RUN53_FLIPS)
+def test_run53_call_b_flips_the_chained_winner_then_bounds_probe_and_tables(tmp_path, chained,
+                                                                           flipped):
+    """Run 53's second call: call a's chained winner flipped into SPLIT_TILE_FIELDS (if any), the
+    no-math / no-store bounds on three rows (nomath twice), the HBM probe, then tables."""
+    kernel = _tree_with_run53_winners(tmp_path, chained)
     res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run53/call_b_script.sh", "", 560,
                              dict(BENCH_AND_TIMELINE, tlx_fwd_bound=FAKE_FWD_BOUND,
                                   hbm_probe=FAKE_HBM_PROBE))
     assert res.returncode == 0, res.stderr
-    flipped = kernel.read_text()
-    assert ('"first_branch": True, "swap_pairs": True})' in flipped) == chained
-    assert ("flipped: swap_pairs=True in SPLIT_TILE_FIELDS" in res.stdout) == chained
+    _assert_run53_flip(kernel, res.stdout, flipped)
     assert_logged_in_order(res.stdout, (
         "bound nomath_1 rc=0 [0.95, 0.95, 0.95]", "bound nostore rc=0", "bound nomath_2 rc=0",
         "hbm probe rc=0 | PMA q128 fill0.1 |", "slices over rows: PMA q128 fill0.1 1.150",
         "table bench53b 1 rc=0"))
 
 
-@pytest.mark.parametrize("chained,call_s,suite", [(True, 440, True), (False, 440, True),
-                                                  (False, 300, False)])
-def test_run53_call_c_flips_the_chained_swap_then_runs_the_suite_where_it_fits(tmp_path, chained,
-                                                                              call_s, suite):
-    """Run 53's third call: call a's chained swap_pairs flipped (as call b does), `tests/kernels`
-    in full only with its 390 s still ahead (a short call keeps its tables), then tables."""
-    kernel = _tree_with_split_tile_fields(tmp_path, "swap_pairs", "1" if chained else None)
+def _assert_run53_flip(kernel: Path, stdout: str, flipped: str | None) -> None:
+    """The kernels file holds `flipped` (or nothing) appended to SPLIT_TILE_FIELDS, as logged."""
+    text = kernel.read_text()
+    for field in ("swap_pairs", "early_tiles"):
+        assert (f'"first_branch": True, "{field}": True}})' in text) == (field == flipped)
+        assert (f"flipped: {field}=True in SPLIT_TILE_FIELDS" in stdout) == (field == flipped)
+
+
+@pytest.mark.parametrize("chained,flipped", RUN53_FLIPS[:3])
+@pytest.mark.parametrize("call_s,suite", [(440, True), (300, False)])
+def test_run53_call_c_flips_the_chained_winner_then_runs_the_suite_where_it_fits(
+        tmp_path, chained, flipped, call_s, suite):
+    """Run 53's third call: call a's chained winner flipped (as call b does), `tests/kernels` in
+    full only with its 390 s still ahead (a short call keeps its tables), then tables."""
+    kernel = _tree_with_run53_winners(tmp_path, chained)
     res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run53/call_c_script.sh",
                              "1041 passed in 226.0s", call_s, BENCH_AND_TIMELINE)
     assert res.returncode == 0, res.stderr
-    assert ('"first_branch": True, "swap_pairs": True})' in kernel.read_text()) == chained
-    assert ("flipped: swap_pairs=True in SPLIT_TILE_FIELDS" in res.stdout) == chained
+    _assert_run53_flip(kernel, res.stdout, flipped)
     assert ("kernels tests rc=0 1041 passed" in res.stdout) == suite
     assert ("suite skipped" in res.stdout) == (not suite)
     assert "table bench53c 1 rc=0" in res.stdout

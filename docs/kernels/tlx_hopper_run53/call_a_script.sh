@@ -8,6 +8,10 @@
 #    CTA's ~87 blocks, the groups ending 2.1-2.5 µs apart).
 # 2. swap_pairs' timeline (raw samples saved) and A/Bs on the row, two processes; a mean ratio of
 #    0.99 or less is chained as `swap_pairs` for call b to flip into SPLIT_TILE_FIELDS.
+# 2b. `FwdConfig.early_tiles` (session 55: a CTA's first two tiles in batch order, computed while
+#    the schedule build still runs; replayed ~3-7 % on the row) A/B'd on the row, two processes,
+#    against whatever default: a mean of 0.99 or less is chained as `early_tiles` (calls b and c
+#    flip it in, before swap_pairs, which it excludes).
 # 3. What the schedule build costs the call: the forward with its schedule cached (a model's later
 #    layers of one batch) against built every call (the tables' plain call), two processes, the
 #    fill-0.1 rows; run 47 (H100) put it at ~3 µs or less of ~111; never on an H200 with session
@@ -19,8 +23,8 @@
 source benchmarks/device_call.sh
 ROW="PMA q128 fill0.1"
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv >> "$OUT/call.log" 2>&1
-DEADLINE_SAVE=$DEADLINE; DEADLINE=$(( $(date +%s) + 170 ))  # the tests get 110 s
-gpu_tests split tests/kernels/test_tlx_hopper.py -k "shift_tail or split_tiles or swap_pairs"
+DEADLINE_SAVE=$DEADLINE; DEADLINE=$(( $(date +%s) + 200 ))  # the tests get 140 s
+gpu_tests split tests/kernels/test_tlx_hopper.py -k "shift_tail or split_tiles or swap_pairs or early_tiles"
 tested=$?
 DEADLINE=$DEADLINE_SAVE
 if [ "$tested" = 0 ]; then
@@ -34,6 +38,12 @@ if [ "$tested" = 0 ]; then
   gate=$(ab_gate tlx_fwd_ab_ratio "$ROW<=0.99" "$OUT/ab_swap_1.jsonl" "$OUT/ab_swap_2.jsonl")
   log "swap_pairs gate: $gate"
   [ "$gate" = yes ] && chain_put swap_pairs 1
+  for i in 1 2; do
+    AB_TIMEOUT=45 ab_run early_$i tlx_fwd_ab_ratio --only "$ROW" --ab early_tiles=True,swap_pairs=False
+  done
+  gate=$(ab_gate tlx_fwd_ab_ratio "$ROW<=0.99" "$OUT/ab_early_1.jsonl" "$OUT/ab_early_2.jsonl")
+  log "early_tiles gate: $gate"
+  [ "$gate" = yes ] && chain_put early_tiles 1
 fi
 for i in 1 2; do
   AB_TIMEOUT=60 ab_run cached_$i tlx_fwd_abcached_ratio --only "PMA q128 fill0.1,PMA q192 fill0.1" \

@@ -2,8 +2,8 @@
 # Prepared in session 54 as the call after run 53's call a, on the same warm machine (issue it in
 # the same message). Whether the q128 fill-0.1 forward's consumers still cost it anything, or only
 # the way it moves its bytes does, was never measured on an H200:
-# 0. call a's swap_pairs winner (chained only at a mean ratio of 0.99 or less) flipped into
-#    SPLIT_TILE_FIELDS first, so the tables run the merge candidate;
+# 0. call a's winner (early_tiles, else swap_pairs; chained only at a mean ratio of 0.99 or less)
+#    flipped into SPLIT_TILE_FIELDS first (`flip_winner.sh`), so the tables run the merge candidate;
 # 1. `tlx_fwd_bound` (session 44): the forward without its math (`nomath`: every consumer passes
 #    its K/V blocks and stores zeros; loads, ring, stores and schedule real), nomath in two
 #    processes, and without its stores too (`nostore`), A/B'd against the real one in the bench's
@@ -17,7 +17,7 @@
 source benchmarks/device_call.sh
 ROWS="PMA q128 fill0.1,PMA q128 fill0.9,PMA q192 fill0.1"
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv >> "$OUT/call.log" 2>&1
-[ -n "$(chain_get swap_pairs)" ] && flip_split_tile_field swap_pairs True
+source docs/kernels/tlx_hopper_run53/flip_winner.sh
 bound() {  # NAME VARIANT: tlx_fwd_bound on ROWS, 4 ABBA rounds, its ratios logged
   timeout 120 python -m benchmarks.tlx_fwd_bound --only "$ROWS" --variant "$2" --rounds 4 \
     --out "$OUT/bound_$1.jsonl" > "$OUT/bound_$1.log" 2>&1

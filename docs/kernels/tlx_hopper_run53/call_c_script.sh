@@ -5,8 +5,8 @@
 # H200; its last full run (run 52) had 1,039 passed and 1 failed, a test's own configuration
 # (`test_shift_tail_reads_no_row_of_the_next_sequence`: tail_branch left on), mended since and run
 # first by call a. This call runs the suite on the code the tables time:
-# 0. call a's swap_pairs winner (chained only at a mean ratio of 0.99 or less) flipped into
-#    SPLIT_TILE_FIELDS, as call b does;
+# 0. call a's winner (early_tiles, else swap_pairs; chained only at a mean ratio of 0.99 or less)
+#    flipped into SPLIT_TILE_FIELDS, as call b does (`flip_winner.sh`);
 # 1. `tests/kernels` in full (run 52: 226 s of pytest), given 330 s, only where that much is left
 #    (a shorter call keeps its tables instead);
 # 2. tables with what time is left.
@@ -14,7 +14,7 @@
 #      carry [".gpu/tools", ".gpu/kernels"], timeout_s 480
 source benchmarks/device_call.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv >> "$OUT/call.log" 2>&1
-[ -n "$(chain_get swap_pairs)" ] && flip_split_tile_field swap_pairs True
+source docs/kernels/tlx_hopper_run53/flip_winner.sh
 if [ "$(left)" -ge 390 ]; then
   DEADLINE_SAVE=$DEADLINE; DEADLINE=$(( $(date +%s) + 390 ))  # the suite gets 330 s
   gpu_tests kernels tests/kernels
