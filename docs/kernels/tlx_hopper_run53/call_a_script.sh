@@ -9,7 +9,8 @@
 # 2. swap_pairs' timeline (raw samples saved) and A/Bs on the row, two processes; a mean ratio of
 #    0.99 or less is chained as `swap_pairs` for call b to flip into SPLIT_TILE_FIELDS.
 # 2b. `FwdConfig.early_tiles` (session 55: a CTA's first two tiles in batch order, computed while
-#    the schedule build still runs; replayed ~3-7 % on the row) A/B'd on the row, two processes,
+#    the schedule build still runs; replayed ~3-7 % on the row): its timeline, then A/Bs on the
+#    row in three processes,
 #    against whatever default: a mean of 0.99 or less is chained as `early_tiles` (calls b and c
 #    flip it in, before swap_pairs, which it excludes).
 # 3. What the schedule build costs the call: the forward with its schedule cached (a model's later
@@ -38,10 +39,16 @@ if [ "$tested" = 0 ]; then
   gate=$(ab_gate tlx_fwd_ab_ratio "$ROW<=0.99" "$OUT/ab_swap_1.jsonl" "$OUT/ab_swap_2.jsonl")
   log "swap_pairs gate: $gate"
   [ "$gate" = yes ] && chain_put swap_pairs 1
-  for i in 1 2; do
+  # its timeline: READY is the producer's wait after its early tiles (when the schedule was
+  # readable), and the entry stamps show which CTA the build's SM held back
+  timeout 45 python -m benchmarks.tlx_timeline --shape "$ROW" --regime dirty --samples 2 \
+    --fwd-config early_tiles=True,swap_pairs=False --save "$OUT/timeline_early.pt" \
+    --out "$OUT/timeline_early.md" > "$OUT/timeline_early.log" 2>&1
+  log "timeline early rc=$? $(grep -E '^\| (span|entry|tail)' "$OUT/timeline_early.md" | tr -s ' ' | tr '\n' ' ')"
+  for i in 1 2 3; do
     AB_TIMEOUT=45 ab_run early_$i tlx_fwd_ab_ratio --only "$ROW" --ab early_tiles=True,swap_pairs=False
   done
-  gate=$(ab_gate tlx_fwd_ab_ratio "$ROW<=0.99" "$OUT/ab_early_1.jsonl" "$OUT/ab_early_2.jsonl")
+  gate=$(ab_gate tlx_fwd_ab_ratio "$ROW<=0.99" "$OUT"/ab_early_[123].jsonl)
   log "early_tiles gate: $gate"
   [ "$gate" = yes ] && chain_put early_tiles 1
 fi
