@@ -33,14 +33,26 @@ needs_new_interpreter = pytest.mark.skipif(_OLD_INTERPRETER,
 def _probe_kernel(q_off, k_off, tile_entry, n_entries, rec, B, H, q_len, NUM_MB, window,
                   ctas_per_pair, tile_window, MAX_IT, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
                   BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr, BLOCK_M: tl.constexpr,
-                  BLOCK_N: tl.constexpr):
+                  BLOCK_N: tl.constexpr, EARLY: tl.constexpr = False):
+    """EARLY: the early-tile walk (`FwdConfig.early_tiles`): positions 0 and 1 from `early_tile`,
+    the rest from `tile_after_early`, `n_iterations_early` of them."""
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
     n_tiles = tl.load(n_entries) * H
-    n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
+    if EARLY:
+        n_iter = n_iterations_early(B, ctas_per_pair)
+    else:
+        n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
     for it in range(0, n_iter):
-        valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                  ctas_per_pair, tile_window, RESIDENT)
+        if EARLY:
+            if it < 2:
+                valid, b, h, mb = early_tile(it, pid, B, H, NUM_MB, ctas_per_pair)
+            else:
+                valid, b, h, mb = tile_after_early(it, pid, tile_entry, B, H, NUM_MB,
+                                                   ctas_per_pair)
+        else:
+            valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+                                      ctas_per_pair, tile_window, RESIDENT)
         if valid:
             q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
             m0 = mb * BLOCK_M
@@ -405,30 +417,6 @@ def test_early_schedule_refuses_what_it_cannot_order(kwargs, rule):
         build_schedule(**dict(args, **kwargs), early_ctas=6)
 
 
-@triton.jit
-def _early_probe_kernel(k_off, tile_entry, rec, B, H, NUM_MB, ctas_per_pair, MAX_IT,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """The early-tile walk of the forward's roles (`FwdConfig.early_tiles`): positions 0 and 1 from
-    `early_tile`, the rest from `tile_after_early`, `n_iterations_early` of them."""
-    pid = tl.program_id(0)
-    n_iter = n_iterations_early(B, ctas_per_pair)
-    for it in range(0, n_iter):
-        if it < 2:
-            valid, b, h, mb = early_tile(it, pid, B, H, NUM_MB, ctas_per_pair)
-        else:
-            valid, b, h, mb = tile_after_early(it, pid, tile_entry, B, H, NUM_MB, ctas_per_pair)
-        if valid:
-            q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, k_off, k_off, BLOCK_M * NUM_MB,
-                                                               True)
-            lo, nblk = kv_block_range(mb * BLOCK_M, qlen, klen, 0, False, False, BLOCK_M, BLOCK_N)
-            base = rec + (pid * MAX_IT + it) * 5
-            tl.store(base + 0, 1)
-            tl.store(base + 1, b)
-            tl.store(base + 2, h)
-            tl.store(base + 3, mb)
-            tl.store(base + 4, nblk)
-
-
 @needs_new_interpreter
 @pytest.mark.parametrize("B,H,num_mb,n_sm", [(41, 2, 1, 12), (23, 1, 3, 15), (12, 2, 1, 12),
                                              (60, 3, 1, 13)])
@@ -444,17 +432,18 @@ def test_early_tiles_walk_every_tile_once(B, H, num_mb, n_sm):
     pairs = H * num_mb
     P = n_sm // pairs
     n_prog = pairs * P
-    entries, _ = build_schedule(None, k_off, B, block_m * num_mb, num_mb, None, False, True,
-                                block_m, block_n, early_ctas=P)
+    entries, n_entries = build_schedule(None, k_off, B, block_m * num_mb, num_mb, None, False, True,
+                                        block_m, block_n, early_ctas=P)
     max_it = 2 + 2 * triton.cdiv(B - 2 * P + 2, 2 * P)
-    rec = torch.zeros(n_prog * max_it * 5, dtype=torch.int32, device=DEVICE)
-    _early_probe_kernel[(n_prog,)](k_off, entries, rec, B, H, num_mb, P, max_it, BLOCK_M=block_m,
-                                   BLOCK_N=block_n)
-    rec = rec.view(n_prog, max_it, 5).cpu().tolist()
+    rec = torch.zeros(n_prog * max_it * 9, dtype=torch.int32, device=DEVICE)
+    _probe_kernel[(n_prog,)](k_off, k_off, entries, n_entries, rec, B, H, block_m * num_mb, num_mb,
+                             0, P, 1, max_it, CAUSAL=False, HAS_WINDOW=False, BROADCAST_Q=True,
+                             RESIDENT=True, BLOCK_M=block_m, BLOCK_N=block_n, EARLY=True)
+    rec = rec.view(n_prog, max_it, 9).cpu().tolist()
     seen = {}
     for cta in range(n_prog):
         for it in range(max_it):
-            ok, b, h, mb, nblk = rec[cta][it]
+            ok, b, h, mb, _, nblk = rec[cta][it][:6]
             if ok:
                 assert (b, h, mb) not in seen, f"tile {(b, h, mb)} walked twice"
                 seen[(b, h, mb)] = (cta, it, nblk)
@@ -473,7 +462,7 @@ def test_early_tiles_walk_every_tile_once(B, H, num_mb, n_sm):
         for r in range(P):
             for g in (0, 1):
                 mine = [rec[pair * P + r][it] for it in range(2 + g, max_it, 2)]
-                mine = [row[4] for row in mine if row[0]]
+                mine = [row[5] for row in mine if row[0]]
                 assert mine == sorted(mine, reverse=True)
                 if mine:
                     first_round[g * P + r] = mine[0]
