@@ -652,8 +652,8 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         stamps = tlx_timeline.allocate(
             plan.n_prog, cfg.num_groups,
             tlx_timeline.max_iterations(plan.resident, B, plan.ctas_per_pair, B * plan.pairs,
-                                        plan.n_prog),
-            query.device)
+                                        plan.n_prog, cfg.swap_pairs, cfg.early_tiles),
+            query.device, cfg.early_tiles)
         timeline.append(stamps)
     launch(jfa_fwd_kernel, (plan.n_prog,),
         desc_q, desc_k, desc_v, desc_o, out, lse,
