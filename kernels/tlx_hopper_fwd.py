@@ -435,10 +435,10 @@ def _produce_tile(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls, q_
 def _first_tiles(pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair, tile_window, q_off,
                  k_off, q_len, BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr,
                  EARLY_TILES: tl.constexpr):
-    """A role's tile state before its loop: the CTA's tile 0 with its bounds and tile 1 (EARLY_TILES:
-    batch order, read before the schedule). Tile information runs ahead of the work: tile it+1's
-    entry one iteration early, its bounds at the start of tile it (`_tiles_ahead`), so no
-    global-load latency sits at a tile boundary."""
+    """A role's tile state before its loop: the CTA's tile 0 with its bounds and tile 1
+    (EARLY_TILES: batch order, read before the schedule). Tile information runs ahead of the work:
+    tile it+1's entry one iteration early, its bounds at the start of tile it (`_tiles_ahead`), so
+    no global-load latency sits at a tile boundary."""
     if EARLY_TILES:
         valid, b, h, mb = early_tile(0, pid, B, H, NUM_MB, ctas_per_pair)
         q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)

@@ -217,8 +217,8 @@ def early_tile(p, pid, B, H, NUM_MB, ctas_per_pair):
     """(valid, b, h, mb) of early position p (0 or 1) of CTA pid (resident split tiles,
     `FwdConfig.early_tiles`): element p * P + r of its pair's q-block in batch order (P CTAs per
     pair, r the CTA's place among them), read before the schedule is. The last place of a pair
-    takes none (its two go to `early_rest`): the launch's last CTA gets its SM only when the build's CTA
-    leaves it, so it could not start early anyway."""
+    takes none (its two go to `early_rest`): the launch's last CTA gets its SM only when the
+    build's CTA leaves it, so it could not start early anyway."""
     pair = pid // ctas_per_pair
     r = pid % ctas_per_pair
     b = p * ctas_per_pair + r
@@ -232,8 +232,9 @@ def tile_after_early(it, pid, tile_entry, B, H, NUM_MB, ctas_per_pair):
     elements (`early_rest`), heaviest first (`build_schedule(early_ctas=P)`: q-block mb's at
     mb * early_rest), dealt zigzag over the pair's 2P (CTA, group) participants, group g taking
     the CTA's positions 2 + 2k + g. A participant's slot in the deal is the rank of its early
-    tile's work, lightest first, none lightest of all (the build stores it at NUM_MB * B + g * P + r),
-    so the heavier tiles of a round go to the participants whose early tiles were lighter."""
+    tile's work, lightest first, none lightest of all (the build stores it at NUM_MB * B + g * P
+    + r), so the heavier tiles of a round go to the participants whose early tiles were
+    lighter."""
     pair = pid // ctas_per_pair
     r = pid % ctas_per_pair
     n_rest = early_rest(B, ctas_per_pair)
@@ -376,7 +377,8 @@ def _jfa_schedule_kernel(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, 
         # participant b = g * P + r: ranked by its early tile's work, lightest first, a pair's
         # last place (no early tile) before all (ties: batch order)
         part = valid & (mb == 0) & (b < 2 * EARLY_CTAS)
-        light = tl.where(part, tl.where(b % EARLY_CTAS == EARLY_CTAS - 1, 0, bucket + 1), 0x7FFFFFFF)
+        load = tl.where(b % EARLY_CTAS == EARLY_CTAS - 1, 0, bucket + 1)
+        light = tl.where(part, load, 0x7FFFFFFF)
         g = tl.min(light, 0)
         if FIELDS == 1:
             rank, _ = _rank_one_class(light, g)
@@ -458,8 +460,8 @@ def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, 
     n = B * num_mb
     if early_ctas and not (broadcast_q and not kv_stationary and B >= 2 * early_ctas):
         raise ValueError(f"early_ctas: needs a broadcast Q-stationary schedule with B >= 2 * "
-                         f"early_ctas, got broadcast_q={broadcast_q}, kv_stationary={kv_stationary}, "
-                         f"B={B}, early_ctas={early_ctas}")
+                         f"early_ctas, got broadcast_q={broadcast_q}, "
+                         f"kv_stationary={kv_stationary}, B={B}, early_ctas={early_ctas}")
     if use_torch or n > MAX_SCHEDULE_BLOCK:
         return _schedule_torch(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
                                block_m, block_n, kv_stationary, early_ctas)

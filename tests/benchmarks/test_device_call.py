@@ -551,7 +551,8 @@ def test_run53_call_a_measures_swap_pairs_only_after_its_tests(tmp_path, summary
     assert res.returncode == 0, res.stderr
     assert f"split tests rc=0 {summary}" in res.stdout
     for key in ("timeline swap rc=0", "ab swap_1 rc=0", "ab swap_2 rc=0", "swap_pairs gate: yes",
-                "timeline early rc=0", "ab early_1 rc=0", "ab early_3 rc=0", "early_tiles gate: yes"):
+                "timeline early rc=0", "ab early_1 rc=0", "ab early_3 rc=0",
+                "early_tiles gate: yes"):
         assert (key in res.stdout) == recorded
     assert (tmp_path / "chain/swap_pairs").exists() == recorded
     assert (tmp_path / "chain/early_tiles").exists() == recorded

@@ -407,13 +407,14 @@ def test_early_schedule_against_its_definition(B, ctas_per_pair, max_len, num_mb
 
 
 @pytest.mark.parametrize("kwargs,rule", [
-    (dict(broadcast_q=False), "broadcast_q=False"), (dict(kv_stationary=True), "kv_stationary=True"),
-    (dict(B=11), "B=11, early_ctas=6")])
+    (dict(broadcast_q=False), "broadcast_q=False"),
+    (dict(kv_stationary=True), "kv_stationary=True"), (dict(B=11), "B=11, early_ctas=6")])
 def test_early_schedule_refuses_what_it_cannot_order(kwargs, rule):
     _, k_off = _early_case(12, 300, 0)
     args = dict(q_off=k_off, k_off=k_off, B=12, q_len=128, num_mb=1, window=None, causal=False,
                 broadcast_q=True, block_m=128, block_n=32)
-    with pytest.raises(ValueError, match=f"early_ctas: needs a broadcast Q-stationary schedule.*{rule}"):
+    with pytest.raises(ValueError,
+                       match=f"early_ctas: needs a broadcast Q-stationary schedule.*{rule}"):
         build_schedule(**dict(args, **kwargs), early_ctas=6)
 
 
