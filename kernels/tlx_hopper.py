@@ -229,9 +229,9 @@ class FwdConfig:
     # fill 0.1): the call 0.0826 ms against the timeline's ~79 µs span (stamps' ~6 % taken off):
     # ~3 µs of build and hand-over before the kernel streams. Replayed on the bench's lengths (a
     # group's tile a + b * blocks, run 52's fit; early tiles from 2.5 µs, the schedule from 6.7
-    # µs, the last CTA from 7.2 µs): the last CTA ends 84.8 µs against today's deal's 90.4 and
-    # swap_pairs' ~87.5 (a model without the coupling of the shared ring, which run 52 measured
-    # at ~0.65 µs of group gap a block: an upper bound). Needs B >= 2P. The kernel launches with
+    # µs, the last CTA from 7.2 µs; `benchmarks/early_tiles_replay.py`): the last CTA ends 84.8
+    # µs against today's deal's 90.4 and swap_pairs' 88.4 (a model without the coupling of the
+    # shared ring, which run 52 measured at ~0.65 µs of group gap a block: an upper bound). Needs B >= 2P. The kernel launches with
     # PDL only behind its own build (its early tiles read inputs before the PDL wait). O and LSE
     # bit-identical (a tile's computation does not depend on its place). Off
     early_tiles: bool = False
