@@ -10,9 +10,8 @@
 #    0.99 or less is chained as `swap_pairs` for call b to flip into SPLIT_TILE_FIELDS.
 # 2b. `FwdConfig.early_tiles` (session 55: a CTA's first two tiles in batch order, computed while
 #    the schedule build still runs; replayed ~3-7 % on the row): its timeline, then A/Bs on the
-#    row in three processes,
-#    against whatever default: a mean of 0.99 or less is chained as `early_tiles` (calls b and c
-#    flip it in, before swap_pairs, which it excludes).
+#    row in three processes against the default; a mean of 0.99 or less is chained as
+#    `early_tiles` (calls b and c flip it in, before swap_pairs, which it excludes).
 # 3. What the schedule build costs the call: the forward with its schedule cached (a model's later
 #    layers of one batch) against built every call (the tables' plain call), two processes, the
 #    fill-0.1 rows; run 47 (H100) put it at ~3 µs or less of ~111; never on an H200 with session
