@@ -157,9 +157,9 @@ def _softmax_block(qk, m_i, l_i, qk_scale, rows, start_n, klen, window, CAUSAL: 
     masked (`_mask_block`) at compile time; FIRST_BRANCH (`FwdConfig.first_branch`, a tile's first
     block): the same under a run-time branch taken only where not first_full. SHIFT_TAIL (a
     shifted last block, `_kv_block_start`: it ends at the sequence's last key, no causal/window
-    mask): the columns below col_lo repeat the previous block's keys, the only ones masked. TAIL_BRANCH (`FwdConfig.tail_branch`, an unmasked bulk
-    block that may be the shifted one): that mask under a run-time branch taken only where
-    col_lo > 0.
+    mask): the columns below col_lo repeat the previous block's keys, the only ones masked.
+    TAIL_BRANCH (`FwdConfig.tail_branch`, an unmasked bulk block that may be the shifted one):
+    that mask under a run-time branch taken only where col_lo > 0.
     """
     if TAIL_BRANCH:  # shift_tail calls have no causal / window mask
         if col_lo > 0:
@@ -467,9 +467,7 @@ def _tiles_ahead(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pa
         if it >= 2:
             nn_valid, nn_b, nn_h, nn_mb = tile_after_early(it + 2, pid, tile_entry, B, H, NUM_MB,
                                                            ctas_per_pair)
-            n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(n_b, q_off, k_off,
-                                                                         q_len, BROADCAST_Q)
-        elif it == 0:
+        if it != 1:
             n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(n_b, q_off, k_off,
                                                                          q_len, BROADCAST_Q)
     else:

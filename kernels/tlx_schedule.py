@@ -377,8 +377,8 @@ def _jfa_schedule_kernel(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, 
         # participant b = g * P + r: ranked by its early tile's work, lightest first, a pair's
         # last place (no early tile) before all (ties: batch order)
         part = valid & (mb == 0) & (b < 2 * EARLY_CTAS)
-        load = tl.where(b % EARLY_CTAS == EARLY_CTAS - 1, 0, bucket + 1)
-        light = tl.where(part, load, 0x7FFFFFFF)
+        early_work = tl.where(b % EARLY_CTAS == EARLY_CTAS - 1, 0, bucket + 1)
+        light = tl.where(part, early_work, 0x7FFFFFFF)
         g = tl.min(light, 0)
         if FIELDS == 1:
             rank, _ = _rank_one_class(light, g)

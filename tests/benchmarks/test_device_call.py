@@ -503,13 +503,13 @@ def test_run52_call_runs_the_balanced_split_only_after_its_tests(tmp_path, summa
     assert (tmp_path / "chain/balanced_cost").exists() == recorded
 
 
-def _tree_with_split_tile_fields(tmp_path: Path, chain_key: str, chained: str | None) -> Path:
+def _tree_with_split_tile_fields(tmp_path: Path, chained: dict[str, str]) -> Path:
     """A call tree holding the real `kernels/tlx_hopper.py` (the line a call's in-place flip of
-    SPLIT_TILE_FIELDS edits) and, when chained, `chain_key` as an earlier call left it; returns
-    the tree's copy of the file."""
-    if chained:
-        (tmp_path / "chain").mkdir()
-        (tmp_path / f"chain/{chain_key}").write_text(chained)
+    SPLIT_TILE_FIELDS edits) and the chained keys (key -> value) as an earlier call left them;
+    returns the tree's copy of the file."""
+    for key, value in chained.items():
+        (tmp_path / "chain").mkdir(exist_ok=True)
+        (tmp_path / f"chain/{key}").write_text(value)
     kernel = tmp_path / "tree/kernels/tlx_hopper.py"
     kernel.parent.mkdir(parents=True)
     shutil.copy(REPO / "kernels/tlx_hopper.py", kernel)
@@ -520,7 +520,7 @@ def _tree_with_split_tile_fields(tmp_path: Path, chain_key: str, chained: str | 
 def test_run52_call_b_runs_the_suite_between_tables(tmp_path, chained):
     """Run 52's second call: call a's chained balanced_split cost (if any) flipped into
     SPLIT_TILE_FIELDS, then a table, `tests/kernels` in full, then tables."""
-    kernel = _tree_with_split_tile_fields(tmp_path, "balanced_cost", chained)
+    kernel = _tree_with_split_tile_fields(tmp_path, {"balanced_cost": chained} if chained else {})
     res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run52/call_b_script.sh",
                              "990 passed in 280.0s", 560, BENCH_AND_TIMELINE)
     assert res.returncode == 0, res.stderr
@@ -563,10 +563,7 @@ def test_run53_call_a_measures_swap_pairs_only_after_its_tests(tmp_path, summary
 def _tree_with_run53_winners(tmp_path: Path, chained: tuple[str, ...]) -> Path:
     """A call tree for run 53's calls b and c: the real kernels file, run 53's `flip_winner.sh`,
     and call a's chained keys (`swap_pairs`, `early_tiles`) as it left them."""
-    kernel = _tree_with_split_tile_fields(tmp_path, "unused", None)
-    for key in chained:
-        (tmp_path / "chain").mkdir(exist_ok=True)
-        (tmp_path / f"chain/{key}").write_text("1")
+    kernel = _tree_with_split_tile_fields(tmp_path, {key: "1" for key in chained})
     flip = tmp_path / "tree/docs/kernels/tlx_hopper_run53/flip_winner.sh"
     flip.parent.mkdir(parents=True)
     shutil.copy(REPO / "docs/kernels/tlx_hopper_run53/flip_winner.sh", flip)

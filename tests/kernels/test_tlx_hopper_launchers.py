@@ -23,16 +23,22 @@ LAUNCH_OPTIONS = ("num_warps", "num_stages", "launch_pdl")
 N_SM = 132
 
 
+def _bound_launch(fn, grid, args, kwargs) -> tuple:
+    """A launch as (kernel name, grid, {parameter: argument}, {launch option: value}); a positional
+    argument past the kernel's parameters or a keyword that names none raises."""
+    params = {k: v for k, v in kwargs.items() if k not in LAUNCH_OPTIONS}
+    bound = inspect.signature(fn.fn).bind(*args, **params)
+    options = {k: v for k, v in kwargs.items() if k in LAUNCH_OPTIONS}
+    return fn.fn.__name__, grid, dict(bound.arguments), options
+
+
 @pytest.fixture
 def launches(monkeypatch):
-    """The launches of a call as (kernel name, grid, {parameter: argument}); a positional argument
-    past the kernel's parameters or a keyword that names none fails the call."""
+    """The launches of a call as (kernel name, grid, {parameter: argument}) (`_bound_launch`)."""
     calls = []
 
     def record(fn, grid, *args, **kwargs):
-        params = {k: v for k, v in kwargs.items() if k not in LAUNCH_OPTIONS}
-        bound = inspect.signature(fn.fn).bind(*args, **params)
-        calls.append((fn.fn.__name__, grid, dict(bound.arguments)))
+        calls.append(_bound_launch(fn, grid, args, kwargs)[:3])
 
     monkeypatch.setattr(tlx_hopper, "launch", record)
     # the schedule is built on the GPU; its tensors are only passed through here
@@ -223,10 +229,7 @@ def _early_tiles_forward(monkeypatch, batch: int, built: bool, **fields):
     calls, schedules = [], []
 
     def record(fn, grid, *args, **kwargs):
-        params = {k: v for k, v in kwargs.items() if k not in LAUNCH_OPTIONS}
-        bound = inspect.signature(fn.fn).bind(*args, **params)
-        calls.append((fn.fn.__name__, grid, dict(bound.arguments),
-                      {k: v for k, v in kwargs.items() if k in LAUNCH_OPTIONS}))
+        calls.append(_bound_launch(fn, grid, args, kwargs))
 
     def schedule(*args, **kwargs):
         schedules.append(kwargs)
