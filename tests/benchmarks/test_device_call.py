@@ -616,6 +616,28 @@ def test_run53_call_c_flips_the_chained_winner_then_runs_the_suite_where_it_fits
     assert "table bench53c 1 rc=0" in res.stdout
 
 
+@pytest.mark.parametrize("summary,measured", [
+    ("1041 passed in 226.0s", True),
+    ("FAILED tests/kernels/test_tlx_hopper.py::test_dense_fwd[x] - boom\n1 failed, 1040 passed", True),
+    ("FAILED tests/kernels/test_tlx_hopper.py::test_early_tiles_change_no_value[x] - boom\n"
+     "1 failed, 1040 passed", False)])
+def test_run53_one_call_runs_the_suite_then_early_tiles_abs_unless_their_tests_failed(
+        tmp_path, summary, measured):
+    """Run 53 in one call: `tests/kernels` in full first, early tiles' A/Bs only where none of
+    their tests failed (the stub's 0.97 passes the gate: chained and flipped), then tables."""
+    kernel = _tree_with_split_tile_fields(tmp_path, {})
+    res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run53/call_one_script.sh", summary,
+                             580, BENCH_AND_TIMELINE)
+    assert res.returncode == 0, res.stderr
+    assert "kernels tests rc=0" in res.stdout
+    for key in ("ab early_1 rc=0", "ab early_3 rc=0", "early_tiles gate: yes"):
+        assert (key in res.stdout) == measured
+    assert ("no A/B" in res.stdout) == (not measured)
+    assert (tmp_path / "chain/early_tiles").exists() == measured
+    _assert_run53_flip(kernel, res.stdout, "early_tiles" if measured else None)
+    assert "table bench53one 1 rc=0" in res.stdout
+
+
 def test_flip_split_tile_field_fails_loudly_where_the_line_is_gone(tmp_path):
     """The flip edits nothing and says so (status 1) when SPLIT_TILE_FIELDS' line has changed."""
     kernel = tmp_path / "tree/kernels/tlx_hopper.py"
