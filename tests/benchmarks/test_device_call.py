@@ -638,6 +638,29 @@ def test_run53_one_call_runs_the_suite_then_early_tiles_abs_unless_their_tests_f
     assert "table bench53one 1 rc=0" in res.stdout
 
 
+@pytest.mark.parametrize("summary,measured", [("12 passed in 40.0s", True),
+                                              ("1 failed, 11 passed in 40.0s", False)])
+@pytest.mark.parametrize("call_s,suite", [(440, False), (900, True)])
+def test_run53_short_call_abs_early_tiles_after_their_tests_and_the_suite_where_it_fits(
+        tmp_path, summary, measured, call_s, suite):
+    """Run 53 on a short budget: early tiles' tests first, their A/Bs only where those passed (the
+    stub's 0.97 passes the gate: chained and flipped), the whole suite only with 450 s still
+    ahead, then tables."""
+    kernel = _tree_with_split_tile_fields(tmp_path, {})
+    res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run53/call_short_script.sh",
+                             summary, call_s, BENCH_AND_TIMELINE)
+    assert res.returncode == 0, res.stderr
+    assert f"early tests rc=0 {summary}" in res.stdout
+    for key in ("ab early_1 rc=0", "ab early_3 rc=0", "early_tiles gate: yes"):
+        assert (key in res.stdout) == measured
+    assert ("no A/B" in res.stdout) == (not measured)
+    assert (tmp_path / "chain/early_tiles").exists() == measured
+    _assert_run53_flip(kernel, res.stdout, "early_tiles" if measured else None)
+    assert ("kernels tests rc=0" in res.stdout) == suite
+    assert ("suite skipped" in res.stdout) == (not suite)
+    assert "table bench53s 1 rc=0" in res.stdout
+
+
 def test_flip_split_tile_field_fails_loudly_where_the_line_is_gone(tmp_path):
     """The flip edits nothing and says so (status 1) when SPLIT_TILE_FIELDS' line has changed."""
     kernel = tmp_path / "tree/kernels/tlx_hopper.py"
