@@ -70,7 +70,7 @@ def fwd_variants(overrides: dict | None = None):
             if bcast:  # the launcher's split tiles where a resident call takes them (overrides too)
                 params = JFAParams(max_seq_len_q=q_len, max_seq_len_kv=1024, sm_scale=None, causal=causal,
                                    window_size=16 if window else None, broadcast_q=True)
-                split = with_split_tiles(cfg, q_len, 4, 132, params, 768)
+                split = with_split_tiles(cfg, q_len, 4, 132, params)
                 if split.split_tiles:
                     yield name + " split", split, d, dt, causal, window, bcast, q_len
                     if shift:

@@ -68,7 +68,7 @@ def summarise(timeline: tlx_timeline.Timeline) -> dict:
     ends = buf[:, GROUP_END:GROUP_END + 2 * g:2]
     cta_end = ends.max(dim=1).values
     us = lambda ns: ns / 1e3  # noqa: E731
-    tiles = group_tiles(buf, g, timeline.ring_turns, timeline.early_tiles)
+    tiles = group_tiles(buf, g, timeline.ring_turns)
     first = {}
     for t in tiles:
         first[t["cta"]] = min(first.get(t["cta"], t["end"]), t["end"])
@@ -178,7 +178,7 @@ def plot(timeline: tlx_timeline.Timeline, path: str, title: str) -> None:
     t0 = int(buf[:, ENTRY].min())
     fig, ax = plt.subplots(figsize=(12, max(4, buf.shape[0] / 12)))
     colours = ("tab:blue", "tab:orange", "tab:green")
-    for t in group_tiles(buf, timeline.num_groups, timeline.ring_turns, timeline.early_tiles):
+    for t in group_tiles(buf, timeline.num_groups, timeline.ring_turns):
         ax.barh(t["cta"] + 0.3 * t["group"], t["ns"] / 1e3, left=(t["end"] - t["ns"] - t0) / 1e3,
                 height=0.3, color=colours[t["group"]], edgecolor="white", linewidth=0.3)
     for group in range(timeline.num_groups):
@@ -263,8 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         title += f"; call {with_ms:.4f} ms with the stamps, {without_ms:.4f} ms without (medians)"
         if args.save:
             torch.save(dict(title=title, timelines=[
-                dict(buffer=t.buffer.cpu(), num_groups=t.num_groups, ring_turns=t.ring_turns,
-                     early_tiles=t.early_tiles)
+                dict(buffer=t.buffer.cpu(), num_groups=t.num_groups, ring_turns=t.ring_turns)
                 for t in timelines]), args.save)
     text = f"## tlx forward timeline: {title}\n\n" + table([summarise(t) for t in timelines])
     if timelines[0].ring_turns:

@@ -28,7 +28,7 @@ import torch
 
 from kernels import tlx_timeline
 from kernels.tlx_launch import launch, trailing_constexprs
-from kernels.tlx_schedule import cached_schedule, cached_schedule_built
+from kernels.tlx_schedule import cached_schedule
 
 SUPPORTED_HEAD_DIMS = (64, 128)
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
@@ -217,24 +217,6 @@ class FwdConfig:
     # 4); at its ~0.65 µs of group gap a block, predicted ~0.5 µs off a CTA's end (< 1 %). O and
     # LSE bit-identical (a tile's computation does not depend on its position). Off
     swap_pairs: bool = False
-    # with split_tiles and pdl: a CTA's first two tiles are batch elements r and P + r of its pair
-    # (P CTAs per pair, r its place), which need no schedule, so the producer loads them and the
-    # groups compute them while the schedule build still runs (each role waits for the build
-    # once they are done); the other elements follow as the build ordered them, heaviest first,
-    # dealt zigzag over the pair's 2P (CTA, group) participants, the heavier of a round to those
-    # whose early tile was lighter (`tlx_schedule.tile_after_early`). A pair's last place takes
-    # no early tile: the launch's last CTA gets its SM only when the build's CTA leaves it (the
-    # build's registers and the forward's do not fit one SM together), and with early tiles of
-    # its own it would end the launch ~5 µs after the others (replayed). Run 52 (H200, PMA q128
-    # fill 0.1): the call 0.0826 ms against the timeline's ~79 µs span (stamps' ~6 % taken off):
-    # ~3 µs of build and hand-over before the kernel streams. Replayed on the bench's lengths (a
-    # group's tile a + b * blocks, run 52's fit; early tiles from 2.5 µs, the schedule from 6.7
-    # µs, the last CTA from 7.2 µs; `benchmarks/early_tiles_replay.py`): the last CTA ends 84.8
-    # µs against today's deal's 90.4 and swap_pairs' 88.4 (a model without the coupling of the
-    # shared ring, which run 52 measured at ~0.65 µs of group gap a block: an upper bound). Needs B >= 2P. The kernel launches with
-    # PDL only behind its own build (its early tiles read inputs before the PDL wait). O and LSE
-    # bit-identical (a tile's computation does not depend on its place). Off
-    early_tiles: bool = False
 
     @property
     def block_m(self) -> int:
@@ -336,7 +318,7 @@ def call_fwd_config(query: torch.Tensor, key: torch.Tensor, key_offset: torch.Te
         return cfg
     pairs = query.shape[1] * triton_cdiv(q_len, cfg.block_m)
     n_prog = GRID_OVERRIDE or _num_sms(query.device.index or 0)
-    return with_split_tiles(cfg, q_len, pairs, n_prog, params, key_offset.numel() - 1)
+    return with_split_tiles(cfg, q_len, pairs, n_prog, params)
 
 
 # the fields `with_split_tiles` sets: the split tile and the early P cast it needs (a split-tile
@@ -351,19 +333,13 @@ SPLIT_TILE_FIELDS = types.MappingProxyType({"split_tiles": True, "late_p_cast": 
 
 
 @functools.lru_cache(maxsize=256)  # frozen dataclasses: no dataclasses.replace per call (host time)
-def with_split_tiles(cfg: FwdConfig, q_len: int, pairs: int, n_prog: int, params,
-                     batch: int) -> FwdConfig:
+def with_split_tiles(cfg: FwdConfig, q_len: int, pairs: int, n_prog: int, params) -> FwdConfig:
     """cfg with `SPLIT_TILE_FIELDS` (`FwdConfig.split_tiles`, the late P cast off, which it
     needs, and one block body per consumer) where `split_tiles_refusal` lets it run a broadcast
-    call of `batch` elements, else cfg; `early_tiles`, where those fields hold it, only where
-    `early_tiles_refusal` lets it run too. Run 41 (H200, PMA q128 fill 0.1, forward, five
-    processes of 4 ABBA rounds): 0.968-0.975 against the ping-pong tile."""
+    call, else cfg. Run 41 (H200, PMA q128 fill 0.1, forward, five processes of 4 ABBA rounds):
+    0.968-0.975 against the ping-pong tile."""
     split = dataclasses.replace(cfg, **SPLIT_TILE_FIELDS)
-    if split_tiles_refusal(split, True, q_len, pairs, n_prog, params) is not None:
-        return cfg
-    if split.early_tiles and early_tiles_refusal(split, batch, n_prog // pairs) is not None:
-        split = dataclasses.replace(split, early_tiles=False)
-    return split
+    return split if split_tiles_refusal(split, True, q_len, pairs, n_prog, params) is None else cfg
 
 
 def o_by_tma_only(cfg: FwdConfig, broadcast_q: bool, q_len: int) -> bool:
@@ -489,7 +465,6 @@ class _FwdPlan:
     constexprs: tuple  # the kernel's constexpr arguments, in its signature's order (positional:
     # no keyword dict to build and unpack per call)
     options: dict = dataclasses.field(hash=False)  # the launch's num_warps, num_stages, launch_pdl
-    early_ctas: int = 0  # FwdConfig.early_tiles: the CTAs per pair (the build leaves 2P out)
 
 
 # _fwd_plan's key -> _FwdPlan; cleared when full (a process sees few call signatures: the key holds
@@ -517,7 +492,7 @@ def fwd_constexprs(cfg: FwdConfig, head_dim: int, causal: bool, has_window: bool
         RCP_NORMALISE=cfg.rcp_normalise, PDL=cfg.pdl, FAST_EPILOGUE=cfg.fast_epilogue,
         SPLIT_TILES=cfg.split_tiles, SHIFT_TAIL=cfg.shift_tail,
         TAIL_BRANCH=cfg.tail_branch, FIRST_BRANCH=cfg.first_branch, SWAP_PAIRS=cfg.swap_pairs,
-        EARLY_TILES=cfg.early_tiles, TIMELINE=timeline)
+        TIMELINE=timeline)
 
 
 def _fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | None,
@@ -582,10 +557,6 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
     ctas_per_pair = n_prog // pairs if resident else 1
     if resident:
         n_prog = pairs * ctas_per_pair
-    if cfg.early_tiles:
-        reason = early_tiles_refusal(cfg, B, ctas_per_pair)
-        if reason is not None:
-            raise ValueError(f"tlx FwdConfig: early_tiles {reason}")
     constexprs = fwd_constexprs(cfg, d, bool(params.causal), window is not None, broadcast,
                                 resident, q_len, timeline)
     return _FwdPlan(
@@ -597,8 +568,7 @@ def _build_fwd_plan(query, key, key_offset, B: int, params, config: FwdConfig | 
                  num_mb),
         scalars_after=(ctas_per_pair, cfg.tile_window or num_mb),
         constexprs=trailing_constexprs(jfa_fwd_kernel, constexprs),
-        options=dict(num_warps=4, num_stages=1, launch_pdl=cfg.pdl),
-        early_ctas=ctas_per_pair if cfg.early_tiles else 0)
+        options=dict(num_warps=4, num_stages=1, launch_pdl=cfg.pdl))
 
 
 def forward(query, key, value, query_offset, key_offset, params, config: FwdConfig | None = None,
@@ -632,17 +602,8 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         return out, lse
     plan = _fwd_plan(query, key, key_offset, B, params, config, timeline is not None)
     cfg = plan.cfg
-    options = plan.options
-    if plan.early_ctas:
-        # its early tiles read the inputs before the PDL wait: with PDL only behind its own build
-        (tile_entry, n_entries), built = cached_schedule_built(
-            query_offset, key_offset, *plan.schedule, launch_dependents=True,
-            early_ctas=plan.early_ctas)
-        if not built:
-            options = dict(options, launch_pdl=False)
-    else:
-        tile_entry, n_entries = cached_schedule(query_offset, key_offset, *plan.schedule,
-                                                launch_dependents=cfg.pdl)
+    tile_entry, n_entries = cached_schedule(query_offset, key_offset, *plan.schedule,
+                                            launch_dependents=cfg.pdl)
     desc_q = _descriptor(query, query.shape[0], plan.q_box)
     desc_k = _descriptor(key, key.shape[0], cfg.block_n)
     desc_v = _descriptor(value, value.shape[0], cfg.block_n)
@@ -652,31 +613,16 @@ def forward(query, key, value, query_offset, key_offset, params, config: FwdConf
         stamps = tlx_timeline.allocate(
             plan.n_prog, cfg.num_groups,
             tlx_timeline.max_iterations(plan.resident, B, plan.ctas_per_pair, B * plan.pairs,
-                                        plan.n_prog, cfg.swap_pairs, cfg.early_tiles),
-            query.device, cfg.early_tiles)
+                                        plan.n_prog, cfg.swap_pairs),
+            query.device)
         timeline.append(stamps)
     launch(jfa_fwd_kernel, (plan.n_prog,),
         desc_q, desc_k, desc_v, desc_o, out, lse,
         query_offset if query_offset is not None else key_offset, key_offset,
         tile_entry, n_entries, *plan.scalars, total_out, *plan.scalars_after,
         None if stamps is None else stamps.buffer, None if stamps is None else stamps.stride,
-        *plan.constexprs, **options)
+        *plan.constexprs, **plan.options)
     return out, lse
-
-
-def early_tiles_refusal(cfg: FwdConfig, B: int, ctas_per_pair: int) -> str | None:
-    """None where `FwdConfig.early_tiles` can run a call (split tiles have passed their own
-    rules), else what it needs."""
-    if not cfg.split_tiles:
-        return "needs split_tiles (a CTA's two groups take one early tile each)"
-    if not cfg.pdl:
-        return "needs pdl (without it the schedule build has ended before the kernel starts)"
-    if cfg.swap_pairs:
-        return "excludes swap_pairs (it deals the tiles in an order of its own)"
-    if B < 2 * ctas_per_pair:
-        return (f"needs at least 2 batch elements per CTA of a (head, q-block) pair: B = {B} < "
-                f"2 * {ctas_per_pair}")
-    return None
 
 
 def split_tiles_refusal(cfg: FwdConfig, broadcast: bool, q_len: int, pairs: int, n_prog: int,

@@ -34,11 +34,6 @@ and releases the other group's blocks unread.
 SHIFT_TAIL (`FwdConfig.shift_tail`; broadcast Q without a causal/window mask) loads a sequence's
 partial last K/V block ending at its last key (its first rows are the previous block's, masked)
 instead of reading the next sequence's rows (`fwd_config`'s choice at D = 128: run 47).
-EARLY_TILES (`FwdConfig.early_tiles`; split tiles launched with PDL): a CTA's first two tiles are
-batch elements r and P + r of its pair (P CTAs per pair, r its place; the last place none), known
-without the schedule, so the producer loads them and the groups compute them while the schedule
-build still runs; each role waits for the build only once both are done, then walks the rest as
-the build ordered it (`tlx_schedule.tile_after_early`).
 KV blocks per tile come from `kv_block_range`, shared by every role; the blocks outside
 `kv_unmasked_range` (block 0 included, unless every real row sees all its keys) run the masked
 softmax, the rest without any mask.
@@ -50,9 +45,8 @@ import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
 
-from kernels.tlx_schedule import (early_tile, kv_block_range, kv_unmasked_range, n_iterations,
-                                  n_iterations_early, seq_bounds, tile_after_early, tile_at,
-                                  wait_for_previous_kernel)
+from kernels.tlx_schedule import (kv_block_range, kv_unmasked_range, n_iterations, seq_bounds,
+                                  tile_at, wait_for_previous_kernel)
 from kernels.tlx_timeline import (ENTRY, GROUP_END, READY, mark, mark_epilogue, mark_ring_turn,
                                   mark_sm, mark_tile, now, store_stamp)
 
@@ -432,77 +426,6 @@ def _produce_tile(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls, q_
 
 
 @triton.jit
-def _first_tiles(pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair, tile_window, q_off,
-                 k_off, q_len, BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr,
-                 EARLY_TILES: tl.constexpr):
-    """A role's tile state before its loop: the CTA's tile 0 with its bounds and tile 1
-    (EARLY_TILES: batch order, read before the schedule). Tile information runs ahead of the work:
-    tile it+1's entry one iteration early, its bounds at the start of tile it (`_tiles_ahead`), so
-    no global-load latency sits at a tile boundary."""
-    if EARLY_TILES:
-        valid, b, h, mb = early_tile(0, pid, B, H, NUM_MB, ctas_per_pair)
-        q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
-        n_valid, n_b, n_h, n_mb = early_tile(1, pid, B, H, NUM_MB, ctas_per_pair)
-    else:
-        valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                  ctas_per_pair, tile_window, RESIDENT)
-        q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
-        n_valid, n_b, n_h, n_mb = tile_at(1, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                          ctas_per_pair, tile_window, RESIDENT)
-    return valid, b, h, mb, q_row0, out_row0, qlen, kv_row0, klen, n_valid, n_b, n_h, n_mb
-
-
-@triton.jit
-def _tiles_ahead(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair, tile_window,
-                 q_off, k_off, q_len, n_valid, n_b, n_h, n_mb, q_row0, out_row0, qlen, kv_row0,
-                 klen, BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr,
-                 SWAP_PAIRS: tl.constexpr, EARLY_TILES: tl.constexpr):
-    """At the top of iteration it: tile it+2's entry and tile it+1's bounds. EARLY_TILES reads no
-    schedule before `_tiles_next` has waited for it at the end of iteration 1: at iteration 0 only
-    tile 1's bounds, at iteration 1 nothing (the outputs then hold placeholders that
-    `_tiles_next` drops)."""
-    if EARLY_TILES:
-        nn_valid, nn_b, nn_h, nn_mb = n_valid, n_b, n_h, n_mb
-        n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = q_row0, out_row0, qlen, kv_row0, klen
-        if it >= 2:
-            nn_valid, nn_b, nn_h, nn_mb = tile_after_early(it + 2, pid, tile_entry, B, H, NUM_MB,
-                                                           ctas_per_pair)
-        if it != 1:
-            n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(n_b, q_off, k_off,
-                                                                         q_len, BROADCAST_Q)
-    else:
-        nn_valid, nn_b, nn_h, nn_mb = tile_at(_tile_order(it + 2, SWAP_PAIRS), pid, n_prog,
-                                              tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair,
-                                              tile_window, RESIDENT)
-        n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(n_b, q_off, k_off, q_len,
-                                                                     BROADCAST_Q)
-    return (nn_valid, nn_b, nn_h, nn_mb, n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen)
-
-
-@triton.jit
-def _tiles_next(it, pid, tile_entry, B, H, NUM_MB, ctas_per_pair, q_off, k_off, q_len, n_valid,
-                n_b, n_h, n_mb, n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen, nn_valid, nn_b,
-                nn_h, nn_mb, BROADCAST_Q: tl.constexpr, EARLY_TILES: tl.constexpr, timeline,
-                timeline_stride, TIMELINE: tl.constexpr):
-    """At the end of iteration it: the tile state one tile on. EARLY_TILES after iteration 1 (both
-    early tiles done): the wait for the schedule build (the timeline's READY stamp), then tile 2
-    with its bounds and tile 3 from the schedule."""
-    valid, b, h, mb = n_valid, n_b, n_h, n_mb
-    q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
-    n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb
-    if EARLY_TILES:
-        if it == 1:
-            wait_for_previous_kernel(True)
-            if TIMELINE:
-                mark(timeline, timeline_stride, READY)
-            valid, b, h, mb = tile_after_early(2, pid, tile_entry, B, H, NUM_MB, ctas_per_pair)
-            q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
-            n_valid, n_b, n_h, n_mb = tile_after_early(3, pid, tile_entry, B, H, NUM_MB,
-                                                       ctas_per_pair)
-    return valid, b, h, mb, q_row0, out_row0, qlen, kv_row0, klen, n_valid, n_b, n_h, n_mb
-
-
-@triton.jit
 def _tile_order(it, SWAP_PAIRS: tl.constexpr):
     """The position in the CTA's tile list of its it-th tile: it, or with SWAP_PAIRS (FwdConfig.
     swap_pairs) every second pair swapped, 0, 1, 3, 2, 4, 5, 7, 6, ... Positions 0 and 1 stay, so
@@ -522,23 +445,25 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                            CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
                            BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr,
                            Q_BYTES: tl.constexpr, KV_BYTES: tl.constexpr,
-                           SHIFT_TAIL: tl.constexpr, SWAP_PAIRS: tl.constexpr,
-                           EARLY_TILES: tl.constexpr, timeline, timeline_stride,
-                           TIMELINE: tl.constexpr):
-    """The producer over the static schedule: the CTA's tiles in order (`_first_tiles`,
-    `_tiles_ahead`, `_tiles_next`)."""
+                           SHIFT_TAIL: tl.constexpr, SWAP_PAIRS: tl.constexpr, timeline,
+                           timeline_stride, TIMELINE: tl.constexpr):
+    """The producer over the static schedule: the CTA's tiles in order (`tile_at`, `_tile_order`)."""
     cnt_kv = 0
     cnt_q = 0
     last_q = -1
-    (valid, b, h, mb, q_row0, out_row0, qlen, kv_row0, klen, n_valid, n_b, n_h,
-     n_mb) = _first_tiles(pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair,
-                          tile_window, q_off, k_off, q_len, BROADCAST_Q, RESIDENT, EARLY_TILES)
+    # tile info is prefetched: tile it+1's entry one iteration ahead, its bounds at the start of
+    # tile it, so no global-load latency sits at a tile boundary
+    valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair,
+                              tile_window, RESIDENT)
+    q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
+    n_valid, n_b, n_h, n_mb = tile_at(1, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+                                      ctas_per_pair, tile_window, RESIDENT)
     for it in range(0, n_iter):
-        (nn_valid, nn_b, nn_h, nn_mb, n_q_row0, n_out_row0, n_qlen, n_kv_row0,
-         n_klen) = _tiles_ahead(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair,
-                                tile_window, q_off, k_off, q_len, n_valid, n_b, n_h, n_mb, q_row0,
-                                out_row0, qlen, kv_row0, klen, BROADCAST_Q, RESIDENT, SWAP_PAIRS,
-                                EARLY_TILES)
+        nn_valid, nn_b, nn_h, nn_mb = tile_at(_tile_order(it + 2, SWAP_PAIRS), pid, n_prog,
+                                              tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair,
+                                              tile_window, RESIDENT)
+        n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(n_b, q_off, k_off, q_len,
+                                                                     BROADCAST_Q)
         if valid:
             cnt_kv, cnt_q, last_q = _produce_tile(
                 desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_fulls, q_empties, k_fulls,
@@ -546,11 +471,9 @@ def _produce_in_tile_order(desc_q, desc_k, desc_v, q_tiles, k_tiles, v_tiles, q_
                 klen, window, H, G, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, TILE_GROUPS,
                 CAUSAL, HAS_WINDOW, Q_BYTES, KV_BYTES, SHIFT_TAIL, timeline, timeline_stride,
                 TIMELINE)
-        (valid, b, h, mb, q_row0, out_row0, qlen, kv_row0, klen, n_valid, n_b, n_h,
-         n_mb) = _tiles_next(it, pid, tile_entry, B, H, NUM_MB, ctas_per_pair, q_off, k_off, q_len,
-                             n_valid, n_b, n_h, n_mb, n_q_row0, n_out_row0, n_qlen, n_kv_row0,
-                             n_klen, nn_valid, nn_b, nn_h, nn_mb, BROADCAST_Q, EARLY_TILES,
-                             timeline, timeline_stride, TIMELINE)
+        valid, b, h, mb = n_valid, n_b, n_h, n_mb
+        q_row0, out_row0, qlen, kv_row0, klen = n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen
+        n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb
 
 
 @triton.jit
@@ -757,7 +680,7 @@ def jfa_fwd_kernel(
     LAZY_RESCALE: tl.constexpr, RCP_NORMALISE: tl.constexpr, PDL: tl.constexpr,
     FAST_EPILOGUE: tl.constexpr, SPLIT_TILES: tl.constexpr, SHIFT_TAIL: tl.constexpr,
     TAIL_BRANCH: tl.constexpr, FIRST_BRANCH: tl.constexpr, SWAP_PAIRS: tl.constexpr,
-    EARLY_TILES: tl.constexpr, TIMELINE: tl.constexpr,
+    TIMELINE: tl.constexpr,
 ):
     BLOCK_M: tl.constexpr = BM_SPLIT * NUM_GROUPS
     # SPLIT_TILES: a group computes all BLOCK_M rows of its own tiles from one resident Q tile (the
@@ -766,9 +689,6 @@ def jfa_fwd_kernel(
                                          and not HAS_WINDOW))
     tl.static_assert(not TAIL_BRANCH or SHIFT_TAIL)  # FwdConfig.tail_branch
     tl.static_assert(not SWAP_PAIRS or SPLIT_TILES)  # FwdConfig.swap_pairs
-    # FwdConfig.early_tiles: the split tile's groups take one early tile each, with PDL (without
-    # it the build has ended before the kernel starts), in an order of their own
-    tl.static_assert(not EARLY_TILES or (SPLIT_TILES and PDL and not SWAP_PAIRS))
     Q_ROWS: tl.constexpr = BLOCK_M if SPLIT_TILES else BM_SPLIT  # query rows per group and tile
     # consumer groups sharing a tile: its Q tiles per q-block
     TILE_GROUPS: tl.constexpr = 1 if SPLIT_TILES else NUM_GROUPS
@@ -817,24 +737,13 @@ def jfa_fwd_kernel(
         o_tiles = tlx.local_alloc((Q_ROWS, HEAD_DIM), dtype, NUM_GROUPS)
     else:
         o_tiles = q_tiles  # not used
-    if EARLY_TILES:
-        # no wait here: each role waits for the build once its early tiles are done
-        # (`_tiles_next`). Before that it reads only the call's inputs and writes only its
-        # outputs (and these stamps): the build, which alone may still run, reads the offsets and
-        # writes the schedule, and every kernel before it in the stream has finished
-        n_tiles = 0  # the resident walk reads no entry count
-        n_iter = n_iterations_early(B, ctas_per_pair)
-        if TIMELINE:
-            store_stamp(timeline, timeline_stride, ENTRY, entry)
-            mark_sm(timeline, timeline_stride)
-    else:
-        wait_for_previous_kernel(PDL)
-        if TIMELINE:  # stored after the PDL wait, before which a kernel writes no global memory
-            store_stamp(timeline, timeline_stride, ENTRY, entry)
-            mark(timeline, timeline_stride, READY)
-            mark_sm(timeline, timeline_stride)
-        n_tiles = tl.load(n_entries) * H  # generic schedule: (entry, head) tiles
-        n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
+    wait_for_previous_kernel(PDL)
+    if TIMELINE:  # stored after the PDL wait, before which a kernel writes no global memory
+        store_stamp(timeline, timeline_stride, ENTRY, entry)
+        mark(timeline, timeline_stride, READY)
+        mark_sm(timeline, timeline_stride)
+    n_tiles = tl.load(n_entries) * H  # generic schedule: (entry, head) tiles
+    n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
     if SWAP_PAIRS:  # an even count: a last pair's swapped-away tile runs at the extra position
         n_iter += n_iter % 2
 
@@ -847,7 +756,7 @@ def jfa_fwd_kernel(
                                    tile_window, q_off, k_off, q_len, window, HEAD_DIM, BLOCK_M,
                                    BLOCK_N, NUM_BUF_Q, NUM_BUF_KV, TILE_GROUPS, CAUSAL, HAS_WINDOW,
                                    BROADCAST_Q, RESIDENT, Q_BYTES, KV_BYTES, SHIFT_TAIL,
-                                   SWAP_PAIRS, EARLY_TILES, timeline, timeline_stride, TIMELINE)
+                                   SWAP_PAIRS, timeline, timeline_stride, TIMELINE)
 
         # ---- consumers: QK^T, online softmax, PV, epilogue -------------------------------
         with tlx.async_task(num_warps=4, registers=CONSUMER_REGS, replicate=NUM_GROUPS):
@@ -863,16 +772,17 @@ def jfa_fwd_kernel(
             held_o = 0  # O_IN_Q: the last Q slot holds an O slice a TMA store may still read
             if PINGPONG and cid == NUM_GROUPS - 1:
                 tlx.named_barrier_arrive(PINGPONG_BAR, 256)  # group 0 issues first
-            (valid, b, h, mb, q_row0, out_row0, qlen, kv_row0, klen, n_valid, n_b, n_h,
-             n_mb) = _first_tiles(pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair,
-                                  tile_window, q_off, k_off, q_len, BROADCAST_Q, RESIDENT,
-                                  EARLY_TILES)
+            valid, b, h, mb = tile_at(0, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+                                      ctas_per_pair, tile_window, RESIDENT)
+            q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
+            n_valid, n_b, n_h, n_mb = tile_at(1, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+                                              ctas_per_pair, tile_window, RESIDENT)
             for it in range(0, n_iter):
-                (nn_valid, nn_b, nn_h, nn_mb, n_q_row0, n_out_row0, n_qlen, n_kv_row0,
-                 n_klen) = _tiles_ahead(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                        ctas_per_pair, tile_window, q_off, k_off, q_len, n_valid,
-                                        n_b, n_h, n_mb, q_row0, out_row0, qlen, kv_row0, klen,
-                                        BROADCAST_Q, RESIDENT, SWAP_PAIRS, EARLY_TILES)
+                nn_valid, nn_b, nn_h, nn_mb = tile_at(_tile_order(it + 2, SWAP_PAIRS), pid,
+                                                      n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+                                                      ctas_per_pair, tile_window, RESIDENT)
+                n_q_row0, n_out_row0, n_qlen, n_kv_row0, n_klen = seq_bounds(
+                    n_b, q_off, k_off, q_len, BROADCAST_Q)
                 if valid:
                     cnt_kv, cnt_q, last_q, held_o = _consume_tile(
                         q_tiles, k_tiles, v_tiles, o_tiles, q_fulls, q_empties, k_fulls, k_empties,
@@ -884,11 +794,10 @@ def jfa_fwd_kernel(
                         SKIP_IDLE_GROUPS, LATE_P_CAST, LAZY_RESCALE, RCP_NORMALISE, FAST_EPILOGUE,
                         SPLIT_TILES, PINGPONG, SHIFT_TAIL, TAIL_BRANCH, FIRST_BRANCH, TIMELINE,
                         dtype)
-                (valid, b, h, mb, q_row0, out_row0, qlen, kv_row0, klen, n_valid, n_b, n_h,
-                 n_mb) = _tiles_next(it, pid, tile_entry, B, H, NUM_MB, ctas_per_pair, q_off, k_off,
-                                     q_len, n_valid, n_b, n_h, n_mb, n_q_row0, n_out_row0, n_qlen,
-                                     n_kv_row0, n_klen, nn_valid, nn_b, nn_h, nn_mb, BROADCAST_Q,
-                                     EARLY_TILES, timeline, timeline_stride, False)
+                valid, b, h, mb = n_valid, n_b, n_h, n_mb
+                q_row0, out_row0, qlen, kv_row0, klen = (n_q_row0, n_out_row0, n_qlen, n_kv_row0,
+                                                         n_klen)
+                n_valid, n_b, n_h, n_mb = nn_valid, nn_b, nn_h, nn_mb
             if TMA_STORE_O:
                 tlx.async_descriptor_store_wait(0)  # the last O stores finish before the CTA exits
             if TIMELINE:

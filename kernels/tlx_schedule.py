@@ -213,56 +213,6 @@ def tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB, ctas_per_pair, t
 
 
 @triton.jit
-def early_tile(p, pid, B, H, NUM_MB, ctas_per_pair):
-    """(valid, b, h, mb) of early position p (0 or 1) of CTA pid (resident split tiles,
-    `FwdConfig.early_tiles`): element p * P + r of its pair's q-block in batch order (P CTAs per
-    pair, r the CTA's place among them), read before the schedule is. The last place of a pair
-    takes none (its two go to `early_rest`): the launch's last CTA gets its SM only when the
-    build's CTA leaves it, so it could not start early anyway."""
-    pair = pid // ctas_per_pair
-    r = pid % ctas_per_pair
-    b = p * ctas_per_pair + r
-    valid = (pair < H * NUM_MB) & (r < ctas_per_pair - 1) & (b < B)
-    return valid, b, pair % H, pair // H
-
-
-@triton.jit
-def tile_after_early(it, pid, tile_entry, B, H, NUM_MB, ctas_per_pair):
-    """(valid, b, h, mb) of position it >= 2 of CTA pid with early tiles: the pair's other
-    elements (`early_rest`), heaviest first (`build_schedule(early_ctas=P)`: q-block mb's at
-    mb * early_rest), dealt zigzag over the pair's 2P (CTA, group) participants, group g taking
-    the CTA's positions 2 + 2k + g. A participant's slot in the deal is the rank of its early
-    tile's work, lightest first, none lightest of all (the build stores it at NUM_MB * B + g * P
-    + r), so the heavier tiles of a round go to the participants whose early tiles were
-    lighter."""
-    pair = pid // ctas_per_pair
-    r = pid % ctas_per_pair
-    n_rest = early_rest(B, ctas_per_pair)
-    g = it % 2
-    slot = tl.load(tile_entry + NUM_MB * B + g * ctas_per_pair + r).to(tl.int32)
-    j = _zigzag((it - 2) // 2, slot, 2 * ctas_per_pair)
-    mb = pair // H
-    valid = (pair < H * NUM_MB) & (j < n_rest)
-    e = tl.load(tile_entry + mb * n_rest + j, mask=valid, other=0)
-    return valid, (e >> 32).to(tl.int32), pair % H, mb
-
-
-@triton.jit
-def early_rest(B, ctas_per_pair):
-    """Elements of a q-block that no early position takes: all but 2(P - 1), the early elements
-    b < 2P but the pair's last place's two (b = P - 1 and 2P - 1)."""
-    return B - 2 * ctas_per_pair + 2
-
-
-@triton.jit
-def n_iterations_early(B, ctas_per_pair):
-    """Persistent-loop trip count with early tiles: two early positions, then the rounds of the
-    2P participants over the pair's other elements, two positions each."""
-    n_part = 2 * ctas_per_pair
-    return 2 + 2 * ((early_rest(B, ctas_per_pair) + n_part - 1) // n_part)
-
-
-@triton.jit
 def n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT: tl.constexpr):
     """Persistent-loop trip count of every CTA (the same for every warp role)."""
     if RESIDENT:
@@ -317,18 +267,12 @@ def _jfa_schedule_kernel(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, 
                          CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BROADCAST_Q: tl.constexpr,
                          KV_STATIONARY: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                          BLOCK: tl.constexpr, NUM_BUCKETS: tl.constexpr, FIELDS: tl.constexpr,
-                         FIELD_BITS: tl.constexpr, LAUNCH_DEPENDENTS: tl.constexpr,
-                         EARLY_CTAS: tl.constexpr):
+                         FIELD_BITS: tl.constexpr, LAUNCH_DEPENDENTS: tl.constexpr):
     """Ordered entries. Q-stationary (forward, dq): entry = (b, q-block), work = KV blocks.
     KV-stationary (dk/dv): entry = (b, kv-block of BLOCK_M rows), work = q steps of BLOCK_N rows.
     FIELDS: classes ranked per pass (`schedule_fields`), in count fields of FIELD_BITS bits.
     LAUNCH_DEPENDENTS: the next kernel, launched with PDL, may start its CTAs now (they wait in
-    `wait_for_previous_kernel` for this one to finish).
-    EARLY_CTAS = P > 0 (broadcast Q, Q-stationary; `FwdConfig.early_tiles`): elements b < 2P but
-    P - 1 and 2P - 1 run before the schedule is read (`early_tile`), so each q-block's entries are
-    the other `early_rest`, and after the B * NUM_MB entries' room come the 2P participants' ranks
-    by their early tile's work, lightest first, those without one first of all
-    (`tile_after_early`)."""
+    `wait_for_previous_kernel` for this one to finish)."""
     if LAUNCH_DEPENDENTS:
         gdc_launch_dependents()
     e = tl.arange(0, BLOCK)
@@ -355,11 +299,7 @@ def _jfa_schedule_kernel(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, 
     group = n_buckets - 1 - bucket  # 0 = heaviest
     if BROADCAST_Q and not KV_STATIONARY:  # resident CTAs read B entries per q-block
         group = mb * n_buckets + group
-    placed_valid = valid
-    if EARLY_CTAS > 0:
-        ran_early = (b < 2 * EARLY_CTAS) & (b % EARLY_CTAS != EARLY_CTAS - 1)
-        placed_valid = valid & ~ran_early
-    group = tl.where(placed_valid, group, 0x7FFFFFFF)
+    group = tl.where(valid, group, 0x7FFFFFFF)
     # counting sort, stable (batch order within a group): passes over the groups in order, a
     # group's entries after every earlier group's; one group (PMA's dK/dV builds: every kv-block
     # has q_len's steps) in the int32 pass, cheaper than one packed pass (run 37: 9.5 against
@@ -367,28 +307,16 @@ def _jfa_schedule_kernel(q_off, k_off, tile_entry, n_entries, B, q_len, NUM_MB, 
     g = tl.min(group, 0)
     if FIELDS == 1:
         pos, placed = _rank_one_class(group, g)
-    elif tl.max(tl.where(placed_valid, group, -1), 0) == g:
+    elif tl.max(tl.where(valid, group, -1), 0) == g:
         pos, placed = _rank_one_class(group, g)
     else:
         pos, placed = _rank_packed(group, g, BLOCK, FIELDS, FIELD_BITS)
-    tl.store(tile_entry + pos, (b.to(tl.int64) << 32) | mb, mask=placed_valid)
+    tl.store(tile_entry + pos, (b.to(tl.int64) << 32) | mb, mask=valid)
     tl.store(n_entries, placed)
-    if EARLY_CTAS > 0:
-        # participant b = g * P + r: ranked by its early tile's work, lightest first, a pair's
-        # last place (no early tile) before all (ties: batch order)
-        part = valid & (mb == 0) & (b < 2 * EARLY_CTAS)
-        early_work = tl.where(b % EARLY_CTAS == EARLY_CTAS - 1, 0, bucket + 1)
-        light = tl.where(part, early_work, 0x7FFFFFFF)
-        g = tl.min(light, 0)
-        if FIELDS == 1:
-            rank, _ = _rank_one_class(light, g)
-        else:
-            rank, _ = _rank_packed(light, g, BLOCK, FIELDS, FIELD_BITS)
-        tl.store(tile_entry + NUM_MB * B + b, rank.to(tl.int64), mask=part)
 
 
 def _schedule_torch(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, block_m,
-                    block_n, kv_stationary, early_ctas=0):
+                    block_n, kv_stationary):
     """The order of `_jfa_schedule_kernel`, with torch ops (large batches); no host sync."""
     dev = k_off.device
     e = torch.arange(B * num_mb, device=dev, dtype=torch.int64)
@@ -422,26 +350,16 @@ def _schedule_torch(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
     group = n_buckets - 1 - bucket
     if broadcast_q and not kv_stationary:
         group = mb * n_buckets + group
-    placed = valid
-    if early_ctas:
-        placed = valid & ~((b < 2 * early_ctas) & (b % early_ctas != early_ctas - 1))
-    group = torch.where(placed, group, torch.iinfo(torch.int64).max)
+    group = torch.where(valid, group, torch.iinfo(torch.int64).max)
     order = torch.sort(group, stable=True).indices
     tile_entry = (b[order] << 32) | mb[order]
-    n_entries = placed.sum().to(torch.int32).reshape(1)
-    if early_ctas:  # the participants' ranks after the entries' room (the kernel's definition)
-        part = (mb == 0) & (b < 2 * early_ctas)
-        light = torch.where(b[part] % early_ctas == early_ctas - 1, 0, bucket[part] + 1)
-        by_load = torch.sort(light, stable=True).indices
-        ranks = torch.empty_like(by_load)
-        ranks[by_load] = torch.arange(by_load.numel(), device=dev)
-        tile_entry = torch.cat([tile_entry, ranks])
+    n_entries = valid.sum().to(torch.int32).reshape(1)
     return tile_entry, n_entries
 
 
 def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n,
                    kv_stationary=False, use_torch=False, launch_dependents=False,
-                   fields: int | None = None, num_warps: int | None = None, early_ctas: int = 0):
+                   fields: int | None = None, num_warps: int | None = None):
     """Sorted tile entries (int64 [B*num_mb], each `b << 32 | block`) and their count (int32 [1]),
     on the device.
 
@@ -452,23 +370,14 @@ def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, 
     fields: classes ranked per counting-sort pass (None: `schedule_fields`; 1 to
     `schedule_fields`' count; benchmarks compare them).
     num_warps: of the one program (None: `build_warps`; benchmarks compare them).
-    early_ctas: P > 0 for a resident forward with early tiles (`FwdConfig.early_tiles`, P CTAs per
-    (head, q-block) pair; broadcast Q, Q-stationary, B >= 2P): the early elements left out of each
-    q-block's order (`early_rest` entries each, `n_entries` their count), and 2P more entries after
-    the B * num_mb: the participants' ranks (`tile_after_early`).
     """
     n = B * num_mb
-    if early_ctas and not (broadcast_q and not kv_stationary and B >= 2 * early_ctas):
-        raise ValueError(f"early_ctas: needs a broadcast Q-stationary schedule with B >= 2 * "
-                         f"early_ctas, got broadcast_q={broadcast_q}, "
-                         f"kv_stationary={kv_stationary}, B={B}, early_ctas={early_ctas}")
     if use_torch or n > MAX_SCHEDULE_BLOCK:
         return _schedule_torch(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
-                               block_m, block_n, kv_stationary, early_ctas)
+                               block_m, block_n, kv_stationary)
     constexprs, options = _build_launch(n, causal, window is not None, broadcast_q, kv_stationary,
-                                        block_m, block_n, launch_dependents, fields, num_warps,
-                                        early_ctas)
-    tile_entry = torch.empty(n + 2 * early_ctas, device=k_off.device, dtype=torch.int64)
+                                        block_m, block_n, launch_dependents, fields, num_warps)
+    tile_entry = torch.empty(n, device=k_off.device, dtype=torch.int64)
     n_entries = torch.empty(1, device=k_off.device, dtype=torch.int32)
     launch(_jfa_schedule_kernel, (1,),
         q_off if q_off is not None else k_off, k_off, tile_entry, n_entries, B, q_len, num_mb,
@@ -479,7 +388,7 @@ def build_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, 
 @functools.lru_cache(maxsize=256)
 def _build_launch(n: int, causal: bool, has_window: bool, broadcast_q: bool, kv_stationary: bool,
                   block_m: int, block_n: int, launch_dependents: bool, fields: int | None,
-                  num_warps: int | None, early_ctas: int = 0) -> tuple[tuple, dict]:
+                  num_warps: int | None) -> tuple[tuple, dict]:
     """The one-program build's constexpr arguments (in `_jfa_schedule_kernel`'s signature order,
     passed positionally) and launch options for n entries, checked once per configuration (host
     time: the PMA forwards rebuild their schedule on every direct call)."""
@@ -495,7 +404,7 @@ def _build_launch(n: int, causal: bool, has_window: bool, broadcast_q: bool, kv_
     constexprs = dict(
         CAUSAL=causal, HAS_WINDOW=has_window, BROADCAST_Q=broadcast_q, KV_STATIONARY=kv_stationary,
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK=block, NUM_BUCKETS=PRIORITY_BUCKETS, FIELDS=fields,
-        FIELD_BITS=block.bit_length(), LAUNCH_DEPENDENTS=launch_dependents, EARLY_CTAS=early_ctas)
+        FIELD_BITS=block.bit_length(), LAUNCH_DEPENDENTS=launch_dependents)
     return (trailing_constexprs(_jfa_schedule_kernel, constexprs),
             dict(num_warps=num_warps or build_warps(block)))
 
@@ -505,7 +414,7 @@ _SCHEDULES: WeakIdKeyDictionary = WeakIdKeyDictionary()
 
 
 def cached_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n,
-                    kv_stationary=False, launch_dependents=False, early_ctas=0):
+                    kv_stationary=False, launch_dependents=False):
     """`build_schedule`'s result, built once per (offsets, configuration) instead of once per call.
 
     A model's attention layers share one offsets tensor, and a layer's backward needs the schedules
@@ -517,38 +426,27 @@ def cached_schedule(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
     write reused buffers without a version bump), for inference tensors (no version counter), and
     while a CUDA graph is being captured (the build must be part of every replay).
     launch_dependents: `build_schedule`'s, for a build (not part of the key: it only changes when
-    the next kernel may start). early_ctas: `build_schedule`'s (part of the key: another order).
+    the next kernel may start).
     """
-    return cached_schedule_built(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q,
-                                 block_m, block_n, kv_stationary, launch_dependents, early_ctas)[0]
-
-
-def cached_schedule_built(q_off, k_off, B, q_len, num_mb, window, causal, broadcast_q, block_m,
-                          block_n, kv_stationary=False, launch_dependents=False, early_ctas=0):
-    """(`cached_schedule`'s result, whether this call launched its build). A kernel that reads its
-    inputs before its PDL wait (`FwdConfig.early_tiles`) may be launched with PDL only right behind
-    its own build, which started after every earlier kernel in the stream had finished."""
     config = (B, q_len, num_mb, window, causal, broadcast_q, block_m, block_n, kv_stationary)
     versions = (tracked_version(k_off), 0 if q_off is None else tracked_version(q_off))
     if (not offsets_versioned() or None in versions
             or (k_off.is_cuda and torch.cuda.is_current_stream_capturing())):
-        return build_schedule(q_off, k_off, *config, launch_dependents=launch_dependents,
-                              early_ctas=early_ctas), True
+        return build_schedule(q_off, k_off, *config, launch_dependents=launch_dependents)
     per_offsets = _SCHEDULES.get(k_off)
     if per_offsets is None:
         per_offsets = _SCHEDULES[k_off] = {}
-    key = (None if q_off is None else id(q_off), config, early_ctas)
+    key = (None if q_off is None else id(q_off), config)
     hit = per_offsets.get(key)
     if hit is not None:
         q_ref, seen_versions, schedule = hit
         if (q_ref is None or q_ref() is q_off) and seen_versions == versions:
-            return schedule, False
-    schedule = build_schedule(q_off, k_off, *config, launch_dependents=launch_dependents,
-                              early_ctas=early_ctas)
+            return schedule
+    schedule = build_schedule(q_off, k_off, *config, launch_dependents=launch_dependents)
     for stale in [k for k, (ref, _, _) in per_offsets.items() if ref is not None and ref() is None]:
         del per_offsets[stale]  # query offsets that died (e.g. a per-call arange) while k_off lives
     per_offsets[key] = (None if q_off is None else weakref.ref(q_off), versions, schedule)
-    return schedule, True
+    return schedule
 
 
 def clear_schedule_cache() -> None:

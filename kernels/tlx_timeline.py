@@ -131,33 +131,25 @@ class Timeline:
     num_groups: int        # consumer groups per CTA (a group's records: every num_groups-th)
     # the ring turns stamped at the row's end: 0 in timelines recorded before session 50
     ring_turns: int = RING_TURNS.value
-    # `FwdConfig.early_tiles`: a group's first tile starts at the CTA's entry, not after the PDL
-    # wait (READY is then the producer's wait, after its early tiles' loads)
-    early_tiles: bool = False
 
     @property
     def stride(self) -> int:
         return self.buffer.shape[1]
 
 
-def allocate(n_prog: int, num_groups: int, max_iterations: int, device: torch.device,
-             early_tiles: bool = False) -> Timeline:
+def allocate(n_prog: int, num_groups: int, max_iterations: int, device: torch.device) -> Timeline:
     """A Timeline for a launch of n_prog CTAs of at most max_iterations tiles each, every field -1."""
     width = HEADER.value + TILE_FIELDS.value * num_groups * max_iterations + RING_AREA
-    return Timeline(torch.full((n_prog, width), -1, dtype=torch.int64, device=device), num_groups,
-                    early_tiles=early_tiles)
+    return Timeline(torch.full((n_prog, width), -1, dtype=torch.int64, device=device), num_groups)
 
 
 def max_iterations(resident: bool, B: int, ctas_per_pair: int, n_tiles_bound: int, n_prog: int,
-                   swap_pairs: bool = False, early_tiles: bool = False) -> int:
+                   swap_pairs: bool = False) -> int:
     """The forward's persistent-loop trip count at most, on the host: the resident order's
     per-pair share (`tlx_schedule.n_iterations`; rounded up to even with `FwdConfig.swap_pairs`,
-    as the kernel does; `n_iterations_early` with `FwdConfig.early_tiles`), or the generic
-    order's share of at most n_tiles_bound tiles."""
+    as the kernel does), or the generic order's share of at most n_tiles_bound tiles."""
     if not resident:
         return triton.cdiv(n_tiles_bound, n_prog)
-    if early_tiles:  # two early positions, then rounds of the 2P participants, two positions each
-        return 2 + 2 * triton.cdiv(B - 2 * ctas_per_pair + 2, 2 * ctas_per_pair)
     n = triton.cdiv(B, ctas_per_pair)
     return n + n % 2 if swap_pairs else n
 
@@ -169,13 +161,12 @@ def _tile_records(row: list[int], ring_turns: int) -> list[list[int]]:
     return [row[i:i + TILE_FIELDS.value] for i in range(HEADER.value, end, TILE_FIELDS.value)]
 
 
-def group_tiles(buffer: torch.Tensor, num_groups: int, ring_turns: int = RING_TURNS.value,
-                early_tiles: bool = False) -> list[dict]:
+def group_tiles(buffer: torch.Tensor, num_groups: int,
+                ring_turns: int = RING_TURNS.value) -> list[dict]:
     """Every tile record of a timeline's buffer as {cta, group, blocks, batch, end, ns, cycles}: its
     epilogue's stamp (globaltimer ns) and its time from the group's previous stamp (the first from
-    the PDL wait, or with early_tiles from the CTA's entry), in ns and SM cycles. ring_turns,
-    early_tiles: `Timeline`'s."""
-    ready = ENTRY.value if early_tiles else READY.value
+    the PDL wait), in ns and SM cycles. ring_turns: `Timeline.ring_turns`."""
+    ready = READY.value
     tiles = []
     for cta, row in enumerate(buffer.tolist()):
         records = _tile_records(row, ring_turns)

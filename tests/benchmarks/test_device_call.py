@@ -661,6 +661,29 @@ def test_run53_short_call_abs_early_tiles_after_their_tests_and_the_suite_where_
     assert "table bench53s 1 rc=0" in res.stdout
 
 
+@pytest.mark.parametrize("summary,measured", [
+    ("1000 passed in 226.0s", True),
+    ("FAILED tests/kernels/test_tlx_hopper.py::test_dense_fwd[x] - boom\n1 failed, 999 passed", True),
+    ("FAILED tests/kernels/test_tlx_hopper.py::test_swap_pairs_changes_no_value[x] - boom\n"
+     "1 failed, 999 passed", False),
+    ("5 deselected in 0.1s", False)])
+def test_run54_call_runs_the_suite_then_swap_pairs_abs_unless_their_tests_failed(
+        tmp_path, summary, measured):
+    """Run 54: `tests/kernels` in full first, swap_pairs' A/Bs only where something passed and none
+    of its tests failed (the stub's 0.97 passes the gate: chained and flipped), then tables."""
+    kernel = _tree_with_split_tile_fields(tmp_path, {})
+    res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run54/call_script.sh", summary,
+                             580, BENCH_AND_TIMELINE)
+    assert res.returncode == 0, res.stderr
+    assert "kernels tests rc=0" in res.stdout
+    for key in ("ab swap_1 rc=0", "ab swap_3 rc=0", "swap_pairs gate: yes"):
+        assert (key in res.stdout) == measured
+    assert ("no A/B" in res.stdout) == (not measured)
+    assert (tmp_path / "chain/swap_pairs").exists() == measured
+    _assert_run53_flip(kernel, res.stdout, "swap_pairs" if measured else None)
+    assert "table bench54 1 rc=0" in res.stdout
+
+
 def test_flip_split_tile_field_fails_loudly_where_the_line_is_gone(tmp_path):
     """The flip edits nothing and says so (status 1) when SPLIT_TILE_FIELDS' line has changed."""
     kernel = tmp_path / "tree/kernels/tlx_hopper.py"

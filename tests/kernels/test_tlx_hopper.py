@@ -710,17 +710,6 @@ def flip_cases() -> list[Case]:
 FWD_IDENTITY_SWITCHES = ("late_p_cast", "warp_arrive", "pdl", "first_branch")
 
 
-def _early_tiles_only_where_they_run(cfg):
-    """cfg with `early_tiles` off where its other fields no longer let it run (split tiles, PDL,
-    no swap_pairs: `tlx_hopper.early_tiles_refusal`): a device call may flip it into the split
-    tile's defaults, from which these tests derive ping-pong, PDL-less or swapped variants."""
-    from kernels import tlx_hopper
-
-    if cfg.early_tiles and tlx_hopper.early_tiles_refusal(cfg, 2, 1) is not None:
-        return dataclasses.replace(cfg, early_tiles=False)
-    return cfg
-
-
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("field", FWD_IDENTITY_SWITCHES)
@@ -740,7 +729,6 @@ def test_forward_switch_changes_no_value(case, field):
         # split tiles need the early cast: the late one runs in the ping-pong tile, which computes
         # the same values (test_split_tiles_changes_no_value)
         flipped = dataclasses.replace(flipped, split_tiles=False)
-    flipped = _early_tiles_only_where_they_run(flipped)
     out_f, lse_f = tlx_hopper.forward(q, k, v, q_off, k_off, params, config=flipped)
     assert torch.equal(out, out_f) and torch.equal(lse, lse_f)
 
@@ -784,8 +772,7 @@ def test_split_tiles_changes_no_value(case):
 
     inputs, params, default = _switch_against_reference(case, dict(tlx_hopper.SPLIT_TILE_FIELDS))
     assert default.split_tiles  # the launcher takes it for these calls
-    pingpong = _early_tiles_only_where_they_run(
-        dataclasses.replace(default, split_tiles=False, late_p_cast=True))
+    pingpong = dataclasses.replace(default, split_tiles=False, late_p_cast=True)
     _assert_bit_identical(case, inputs, params, default, pingpong)
 
 
@@ -798,40 +785,8 @@ def test_swap_pairs_changes_no_value(case):
     bit-identical with the heaviest-first order: a tile's computation does not depend on its
     position. The added case walks 23 tiles per CTA: the last pair (22, 23) is swapped, so tile 22
     runs only at the extra, 24th position."""
-    inputs, params, default = _switch_against_reference(case, {"swap_pairs": True,
-                                                               "early_tiles": False})
-    swapped = dataclasses.replace(default, swap_pairs=True, early_tiles=False)
-    _assert_bit_identical(case, inputs, params, default, swapped)
-
-
-def early_tiles_cases() -> list[Case]:
-    """Split-tile calls with at least two batch elements per CTA of a pair, where
-    `FwdConfig.early_tiles` runs (P CTAs per pair from the grid): one CTA per SM (P = 66 with two
-    heads on 132 SMs), fp16 and GQA, grids of 3 (P = 1: hundreds of tiles a CTA) and 16, one-key
-    sequences, skewed lengths, and B = 2P exactly (every tile early, none from the schedule)."""
-    return [Case("bcast", 200, 128, 200, 2, 2), Case("bcast", 200, 128, 200, 2, 2, grid=8),
-            Case("bcast", 120, 128, 150, 4, 2, 128, "fp16", grid=12),
-            Case("bcast", 301, 128, 90, 2, 2, grid=3), Case("bcast", 64, 128, 33, 2, 2, grid=16),
-            Case("bcast", 40, 128, 60, 2, 2, lens="one", grid=6),
-            Case("bcast", 100, 128, 1000, 2, 2, lens="skew", grid=3),
-            Case("bcast", 4, 128, 60, 2, 2, grid=4)]
-
-
-@pytest.mark.gpu
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", early_tiles_cases(), ids=lambda c: c.name)
-def test_early_tiles_change_no_value(case):
-    """FwdConfig.early_tiles (a CTA's first two tiles in batch order, run before the schedule is
-    read) against the reference, and bit-identical with the default order, launched with PDL
-    behind its build and, with the schedule found in the cache, without PDL."""
-    from kernels.common import versioned_offsets
-
-    inputs, params, default = _switch_against_reference(case, {"early_tiles": True,
-                                                               "swap_pairs": False})
-    early = dataclasses.replace(default, early_tiles=True, swap_pairs=False)
-    _assert_bit_identical(case, inputs, params, default, early)
-    with versioned_offsets():  # the second call finds the first one's schedule
-        _assert_bit_identical(case, inputs, params, early, early)
+    inputs, params, default = _switch_against_reference(case, {"swap_pairs": True})
+    _assert_bit_identical(case, inputs, params, default, dataclasses.replace(default, swap_pairs=True))
 
 
 @pytest.mark.gpu

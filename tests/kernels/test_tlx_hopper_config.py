@@ -440,25 +440,7 @@ def test_split_tiles_refusal_names_the_rule(cfg, broadcast, q_len, pairs, n_prog
 ])
 def test_split_tiles_taken_where_it_runs(q_len, short_kv, pairs, n_prog, params, split):
     cfg = fwd_config(128, True, q_len, short_kv=short_kv)
-    chosen = with_split_tiles(cfg, q_len, pairs, n_prog, params, 768)
+    chosen = with_split_tiles(cfg, q_len, pairs, n_prog, params)
     assert chosen.split_tiles == split
     assert chosen == (dataclasses.replace(cfg, **SPLIT_TILE_FIELDS) if split else cfg)
     assert not split or (chosen.split_tiles and not chosen.late_p_cast)
-
-
-@pytest.mark.parametrize("batch,early", [(66, True), (65, False)])
-def test_early_tiles_as_a_split_tile_default_only_where_they_run(monkeypatch, batch, early):
-    """Were `early_tiles` one of SPLIT_TILE_FIELDS (a flip after a winning A/B), a call with fewer
-    than two batch elements per CTA of a pair (33 here: four heads on 132 CTAs) would get the split
-    tile without it rather than a refusal."""
-    from kernels import tlx_hopper
-
-    monkeypatch.setattr(tlx_hopper, "SPLIT_TILE_FIELDS",
-                        dict(SPLIT_TILE_FIELDS, early_tiles=True, swap_pairs=False))
-    with_split_tiles.cache_clear()
-    try:
-        cfg = fwd_config(128, True, 128, short_kv=True, mask_free=True)
-        chosen = with_split_tiles(cfg, 128, 4, 132, _PLAIN, batch)
-    finally:
-        with_split_tiles.cache_clear()
-    assert chosen.split_tiles and chosen.early_tiles == early

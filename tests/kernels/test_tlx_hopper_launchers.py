@@ -23,22 +23,16 @@ LAUNCH_OPTIONS = ("num_warps", "num_stages", "launch_pdl")
 N_SM = 132
 
 
-def _bound_launch(fn, grid, args, kwargs) -> tuple:
-    """A launch as (kernel name, grid, {parameter: argument}, {launch option: value}); a positional
-    argument past the kernel's parameters or a keyword that names none raises."""
-    params = {k: v for k, v in kwargs.items() if k not in LAUNCH_OPTIONS}
-    bound = inspect.signature(fn.fn).bind(*args, **params)
-    options = {k: v for k, v in kwargs.items() if k in LAUNCH_OPTIONS}
-    return fn.fn.__name__, grid, dict(bound.arguments), options
-
-
 @pytest.fixture
 def launches(monkeypatch):
-    """The launches of a call as (kernel name, grid, {parameter: argument}) (`_bound_launch`)."""
+    """The launches of a call as (kernel name, grid, {parameter: argument}); a positional argument
+    past the kernel's parameters or a keyword that names none fails the call."""
     calls = []
 
     def record(fn, grid, *args, **kwargs):
-        calls.append(_bound_launch(fn, grid, args, kwargs)[:3])
+        params = {k: v for k, v in kwargs.items() if k not in LAUNCH_OPTIONS}
+        bound = inspect.signature(fn.fn).bind(*args, **params)
+        calls.append((fn.fn.__name__, grid, dict(bound.arguments)))
 
     monkeypatch.setattr(tlx_hopper, "launch", record)
     # the schedule is built on the GPU; its tensors are only passed through here
@@ -208,7 +202,7 @@ def test_tail_branch_reaches_the_kernel_or_is_refused(launches, h200, shift_tail
 def test_swap_pairs_reaches_the_kernel_or_is_refused(launches, h200, split):
     """FwdConfig.swap_pairs launches the split tile with it; without split tiles it is refused
     before any launch."""
-    fields = dict(tlx_hopper.SPLIT_TILE_FIELDS, shift_tail=True, swap_pairs=True, early_tiles=False)
+    fields = dict(tlx_hopper.SPLIT_TILE_FIELDS, shift_tail=True, swap_pairs=True)
     if not split:
         with pytest.raises(ValueError, match="swap_pairs needs split_tiles"):
             _short_key_pma_forward(**dict(fields, split_tiles=False, late_p_cast=True,
@@ -219,61 +213,6 @@ def test_swap_pairs_reaches_the_kernel_or_is_refused(launches, h200, split):
     _short_key_pma_forward(**dict(fields, swap_pairs=False))
     [(_, _, on), (_, _, off)] = launches
     assert (on["SPLIT_TILES"], on["SWAP_PAIRS"], off["SWAP_PAIRS"]) == (True, True, False)
-
-
-def _early_tiles_forward(monkeypatch, batch: int, built: bool, **fields):
-    """The short-key PMA q128 forward over `batch` elements of 5-70 keys (four heads: 33 CTAs per
-    pair) with the split tile's fields, `early_tiles` and `fields`; its schedule found in the cache
-    unless `built`. Returns its launches (name, grid, arguments, launch options) and the schedule
-    calls' keyword arguments."""
-    calls, schedules = [], []
-
-    def record(fn, grid, *args, **kwargs):
-        calls.append(_bound_launch(fn, grid, args, kwargs))
-
-    def schedule(*args, **kwargs):
-        schedules.append(kwargs)
-        return (torch.zeros(batch, dtype=torch.int64), torch.ones(1, dtype=torch.int32)), built
-
-    monkeypatch.setattr(tlx_hopper, "launch", record)
-    monkeypatch.setattr(tlx_hopper, "cached_schedule_built", schedule)
-    g = torch.Generator().manual_seed(0)
-    k_off = torch.cat([torch.zeros(1, dtype=torch.int64),
-                       torch.randint(5, 71, (batch,), generator=g).cumsum(0)]).to(torch.int32)
-    q = torch.randn(128, 4, 128, generator=g).to(torch.bfloat16)
-    k = torch.randn(int(k_off[-1]), 4, 128, generator=g).to(torch.bfloat16)
-    params = JFAParams(max_seq_len_q=128, max_seq_len_kv=70, sm_scale=128 ** -0.5, broadcast_q=True)
-    cfg = dataclasses.replace(tlx_hopper.fwd_config(128, True, 128, short_kv=True, mask_free=True),
-                              **{**tlx_hopper.SPLIT_TILE_FIELDS, "early_tiles": True,
-                                 "swap_pairs": False, **fields})
-    tlx_hopper.forward(q, k, k.clone(), None, k_off, params, config=cfg)
-    return calls, schedules
-
-
-@pytest.mark.parametrize("built", [True, False])
-def test_early_tiles_reach_the_kernel_and_its_build(monkeypatch, h200, built):
-    """FwdConfig.early_tiles: the build leaves the 2P early elements out (early_ctas = P, 33 CTAs
-    per pair here) and the kernel launches with PDL right behind it; with the schedule found in the
-    cache (no build this call: the kernel before it may have written the inputs its early tiles
-    read before the PDL wait) it launches without PDL."""
-    launches, schedules = _early_tiles_forward(monkeypatch, 66, built)
-    assert schedules == [dict(launch_dependents=True, early_ctas=N_SM // 4)]
-    [(name, grid, args, options)] = launches
-    assert name == "jfa_fwd_kernel" and grid == (N_SM,)
-    assert (args["SPLIT_TILES"], args["EARLY_TILES"], args["SWAP_PAIRS"]) == (True, True, False)
-    assert args["ctas_per_pair"] == N_SM // 4 and args["B"] == 66
-    assert options["launch_pdl"] is built
-
-
-@pytest.mark.parametrize("batch,fields,rule", [
-    (65, {}, "needs at least 2 batch elements per CTA"),
-    (66, {"pdl": False}, "needs pdl"),
-    (66, {"swap_pairs": True}, "excludes swap_pairs"),
-    (66, {"split_tiles": False, "late_p_cast": True, "tail_branch": False}, "needs split_tiles"),
-])
-def test_early_tiles_refuse_what_they_cannot_run(monkeypatch, h200, batch, fields, rule):
-    with pytest.raises(ValueError, match=f"early_tiles {rule}"):
-        _early_tiles_forward(monkeypatch, batch, True, **fields)
 
 
 def test_first_branch_reaches_the_kernel(launches, h200):

@@ -16,10 +16,9 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.tlx_schedule import (PACKED_MAX_BLOCK, PRIORITY_BUCKETS, build_schedule, early_tile,
-                                  kv_block_range, kv_unmasked_range, n_iterations,
-                                  n_iterations_early, q_block_range, schedule_fields, seq_bounds,
-                                  tile_after_early, tile_at)
+from kernels.tlx_schedule import (PACKED_MAX_BLOCK, PRIORITY_BUCKETS, build_schedule,
+                                  kv_block_range, kv_unmasked_range, n_iterations, q_block_range,
+                                  schedule_fields, seq_bounds, tile_at)
 from tests.kernels.plain_triton import DEVICE, INTERPRET, needs_gpu_or_interpreter
 
 _OLD_INTERPRETER = INTERPRET and tuple(int(x) for x in triton.__version__.split(".")[:2]) < (3, 7)
@@ -33,26 +32,14 @@ needs_new_interpreter = pytest.mark.skipif(_OLD_INTERPRETER,
 def _probe_kernel(q_off, k_off, tile_entry, n_entries, rec, B, H, q_len, NUM_MB, window,
                   ctas_per_pair, tile_window, MAX_IT, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
                   BROADCAST_Q: tl.constexpr, RESIDENT: tl.constexpr, BLOCK_M: tl.constexpr,
-                  BLOCK_N: tl.constexpr, EARLY: tl.constexpr = False):
-    """EARLY: the early-tile walk (`FwdConfig.early_tiles`): positions 0 and 1 from `early_tile`,
-    the rest from `tile_after_early`, `n_iterations_early` of them."""
+                  BLOCK_N: tl.constexpr):
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
     n_tiles = tl.load(n_entries) * H
-    if EARLY:
-        n_iter = n_iterations_early(B, ctas_per_pair)
-    else:
-        n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
+    n_iter = n_iterations(n_tiles, n_prog, B, ctas_per_pair, RESIDENT)
     for it in range(0, n_iter):
-        if EARLY:
-            if it < 2:
-                valid, b, h, mb = early_tile(it, pid, B, H, NUM_MB, ctas_per_pair)
-            else:
-                valid, b, h, mb = tile_after_early(it, pid, tile_entry, B, H, NUM_MB,
-                                                   ctas_per_pair)
-        else:
-            valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
-                                      ctas_per_pair, tile_window, RESIDENT)
+        valid, b, h, mb = tile_at(it, pid, n_prog, tile_entry, n_tiles, B, H, NUM_MB,
+                                  ctas_per_pair, tile_window, RESIDENT)
         if valid:
             q_row0, out_row0, qlen, kv_row0, klen = seq_bounds(b, q_off, k_off, q_len, BROADCAST_Q)
             m0 = mb * BLOCK_M
@@ -366,109 +353,3 @@ def test_helpers_compile_with_integer_arguments_of_one(resident):
             f"c({resident})")
     result = run_without_interpreter(["-c", code], timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-
-
-def _early_case(B: int, max_len: int, seed: int) -> tuple[list[int], torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    k_lens = torch.randint(0, max_len, (B,), generator=g).tolist()
-    k_lens[3], k_lens[-1] = 0, max_len  # an empty early element, a heaviest late one
-    return k_lens, torch.tensor([0] + k_lens).cumsum(0).to(DEVICE, torch.int32)
-
-
-# 2P = 2 * ctas_per_pair early elements; B == 2P leaves no other entry; 5000 keys: classes scaled
-@pytest.mark.parametrize("B,ctas_per_pair,max_len,num_mb", [(41, 6, 300, 1), (23, 5, 300, 3),
-                                                            (12, 6, 300, 1), (60, 4, 5000, 2)])
-@pytest.mark.parametrize("builder", [dict(), dict(fields=1), dict(use_torch=True)])
-def test_early_schedule_against_its_definition(B, ctas_per_pair, max_len, num_mb, builder):
-    """`build_schedule(early_ctas=P)` (FwdConfig.early_tiles): each q-block's entries are the
-    elements no early position takes (all but b < 2P with b % P < P - 1), heaviest first (the
-    Python definition's order without the early ones), their count in n_entries; after the
-    B * num_mb entries' room, the 2P participants' ranks by their early tile's work, lightest
-    first, a pair's last place (no early tile) before all, ties in batch order."""
-    k_lens, k_off = _early_case(B, max_len, B + max_len)
-    block_m, block_n = 128, 32
-    q_len = block_m * num_mb
-    P, n_part = ctas_per_pair, 2 * ctas_per_pair
-    entries, n = build_schedule(None, k_off, B, q_len, num_mb, None, False, True, block_m, block_n,
-                                early_ctas=P, **builder)
-    ran_early = {b for b in range(n_part) if b % P != P - 1}
-    want = [e for e in _expected_order(None, k_lens, q_len, num_mb, False, True, block_m, block_n)
-            if e // num_mb not in ran_early]
-    rest = num_mb * (B - len(ran_early))
-    assert int(n) == len(want) == rest
-    assert _decode(entries[:rest]) == [divmod(e, num_mb) for e in want]
-    work = [-(-klen // block_n) for klen in k_lens]
-    top = max(work)
-    bucket = [w if top < PRIORITY_BUCKETS else w * PRIORITY_BUCKETS // (top + 1) for w in work]
-    load = [bucket[b] + 1 if b in ran_early else 0 for b in range(n_part)]
-    lightest = sorted(range(n_part), key=lambda b: (load[b], b))
-    assert entries.numel() == num_mb * B + n_part
-    assert entries[num_mb * B:].cpu().tolist() == [lightest.index(b) for b in range(n_part)]
-
-
-@pytest.mark.parametrize("kwargs,rule", [
-    (dict(broadcast_q=False), "broadcast_q=False"),
-    (dict(kv_stationary=True), "kv_stationary=True"), (dict(B=11), "B=11, early_ctas=6")])
-def test_early_schedule_refuses_what_it_cannot_order(kwargs, rule):
-    _, k_off = _early_case(12, 300, 0)
-    args = dict(q_off=k_off, k_off=k_off, B=12, q_len=128, num_mb=1, window=None, causal=False,
-                broadcast_q=True, block_m=128, block_n=32)
-    with pytest.raises(ValueError,
-                       match=f"early_ctas: needs a broadcast Q-stationary schedule.*{rule}"):
-        build_schedule(**dict(args, **kwargs), early_ctas=6)
-
-
-@needs_new_interpreter
-@pytest.mark.parametrize("B,H,num_mb,n_sm", [(41, 2, 1, 12), (23, 1, 3, 15), (12, 2, 1, 12),
-                                             (60, 3, 1, 13)])
-def test_early_tiles_walk_every_tile_once(B, H, num_mb, n_sm):
-    """Every CTA's early-tile walk over the schedule (P = n_sm // pairs CTAs per (head, q-block)
-    pair; a grid of 13 leaves one CTA out): each (batch, head, q-block) tile exactly once;
-    positions 0 and 1 of CTA r < P - 1 of its pair are elements r and P + r, the last place's
-    empty; the others go to the pair's 2P (CTA, group) participants, group g taking positions
-    2 + 2k + g, each participant's heaviest first, and in the first round the heavier to the
-    participant whose early tile was lighter (none: lightest)."""
-    k_lens, k_off = _early_case(B, 300, B * H)
-    block_m, block_n = 128, 32
-    pairs = H * num_mb
-    P = n_sm // pairs
-    n_prog = pairs * P
-    entries, n_entries = build_schedule(None, k_off, B, block_m * num_mb, num_mb, None, False, True,
-                                        block_m, block_n, early_ctas=P)
-    max_it = 2 + 2 * triton.cdiv(B - 2 * P + 2, 2 * P)
-    rec = torch.zeros(n_prog * max_it * 9, dtype=torch.int32, device=DEVICE)
-    _probe_kernel[(n_prog,)](k_off, k_off, entries, n_entries, rec, B, H, block_m * num_mb, num_mb,
-                             0, P, 1, max_it, CAUSAL=False, HAS_WINDOW=False, BROADCAST_Q=True,
-                             RESIDENT=True, BLOCK_M=block_m, BLOCK_N=block_n, EARLY=True)
-    rec = rec.view(n_prog, max_it, 9).cpu().tolist()
-    seen = {}
-    for cta in range(n_prog):
-        for it in range(max_it):
-            ok, b, h, mb, _, nblk = rec[cta][it][:6]
-            if ok:
-                assert (b, h, mb) not in seen, f"tile {(b, h, mb)} walked twice"
-                seen[(b, h, mb)] = (cta, it, nblk)
-    assert set(seen) == {(b, h, mb) for b in range(B) for h in range(H) for mb in range(num_mb)}
-    work = [-(-klen // block_n) for klen in k_lens]
-    for (b, h, mb), (cta, it, nblk) in seen.items():
-        assert nblk == work[b]
-        pair, r = divmod(cta, P)
-        assert (pair % H, pair // H) == (h, mb)
-        if b < 2 * P and b % P != P - 1:
-            assert it == b // P and r == b % P
-        else:
-            assert it >= 2
-    for pair in range(pairs):
-        first_round = {}
-        for r in range(P):
-            for g in (0, 1):
-                mine = [rec[pair * P + r][it] for it in range(2 + g, max_it, 2)]
-                mine = [row[5] for row in mine if row[0]]
-                assert mine == sorted(mine, reverse=True)
-                if mine:
-                    first_round[g * P + r] = mine[0]
-        if len(first_round) == 2 * P:  # lightest early tile first: non-increasing first rounds
-            load = [-1 if i % P == P - 1 else work[i] for i in range(2 * P)]
-            by_rank = sorted(range(2 * P), key=lambda i: (load[i], i))
-            firsts = [first_round[i] for i in by_rank]
-            assert firsts == sorted(firsts, reverse=True), firsts

@@ -19,9 +19,9 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple]]:
     """Counted builds, inside the front door's eager-call promise (offsets change with a version bump)."""
     calls: list[tuple] = []
 
-    def counted(q_off, k_off, *config, launch_dependents=False, early_ctas=0):
+    def counted(q_off, k_off, *config, launch_dependents=False):
         calls.append(config)
-        return _schedule_torch(q_off, k_off, *config, early_ctas=early_ctas)
+        return _schedule_torch(q_off, k_off, *config)
 
     monkeypatch.setattr(tlx_schedule, "build_schedule", counted)
     tlx_schedule.clear_schedule_cache()
@@ -96,9 +96,9 @@ def test_launch_dependents_reaches_a_build_but_not_the_key(monkeypatch: pytest.M
     the same, so a cached one serves calls with and without the flag."""
     flags: list[bool] = []
 
-    def counted(q_off, k_off, *config, launch_dependents=False, early_ctas=0):
+    def counted(q_off, k_off, *config, launch_dependents=False):
         flags.append(launch_dependents)
-        return _schedule_torch(q_off, k_off, *config, early_ctas=early_ctas)
+        return _schedule_torch(q_off, k_off, *config)
 
     monkeypatch.setattr(tlx_schedule, "build_schedule", counted)
     tlx_schedule.clear_schedule_cache()

@@ -21,15 +21,6 @@ def test_tiles_are_timed_from_the_groups_previous_stamp():
     ]
 
 
-def test_early_tiles_are_timed_from_the_ctas_entry():
-    """With early tiles a group's first tile starts at its CTA's entry (READY is the producer's
-    wait after the early tiles' loads): only the groups' first tiles change."""
-    tiles = tlx_timeline.group_tiles(two_ctas().buffer, 2, early_tiles=True)
-    got = sorted((t["cta"], t["group"], t["ns"], t["cycles"]) for t in tiles)
-    assert got == [(0, 0, 4000, 8000), (0, 0, 4000, 8000), (0, 1, 5000, 10000),
-                   (1, 0, 3000, 6000), (1, 1, 4000, 8000)]
-
-
 def test_ring_turns_follow_the_tiles_in_the_producers_order():
     turns = tlx_timeline.ring_turn_stamps(two_ctas().buffer, 2)
     assert [(t["cta"], t["turn"], t["owners"]) for t in turns] == (
@@ -92,7 +83,5 @@ def test_buffer_shape_follows_the_launch():
     # resident: a pair's CTAs share its batch elements; generic: the tiles over every CTA
     assert tlx_timeline.max_iterations(True, 768, 33, 3072, 132) == 24
     assert tlx_timeline.max_iterations(False, 768, 1, 768 * 8 * 4, 132) == 187
-    # swap_pairs rounds the kernel's count up to even; early tiles walk 2 + 2 per round of 2P
+    # swap_pairs rounds the kernel's count up to even
     assert tlx_timeline.max_iterations(True, 23 * 2, 2, 46, 2, swap_pairs=True) == 24
-    assert tlx_timeline.max_iterations(True, 4, 2, 4, 2, early_tiles=True) == 4
-    assert tlx_timeline.max_iterations(True, 768, 33, 3072, 132, early_tiles=True) == 24
