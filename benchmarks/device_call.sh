@@ -30,6 +30,9 @@
 #   flip_split_tile_field FIELD VALUE   an in-call flip of one `FwdConfig` field into
 #             `tlx_hopper.SPLIT_TILE_FIELDS` (appended after its last entry, `first_branch`), logged;
 #             status 1 when that line is not found (the default then runs)
+#   ab_flip FIELD ROW   `--ab FIELD=True` on ROW in three processes (ab_FIELD_1..3, 45 s each),
+#             gated at a mean ratio of 0.99 or less; where it passes, FIELD is chained and flipped
+#             into SPLIT_TILE_FIELDS (the tables after it time the winner)
 # and records the kernels' md5 sums (which code the call ran) in $OUT/md5.txt.
 set -u
 T0=$(date +%s); DEADLINE=$(( T0 + ${CALL_S:-360} ))
@@ -117,5 +120,15 @@ flip_split_tile_field() {
     log "flip of $1 failed: SPLIT_TILE_FIELDS not found; the default runs"
     return 1
   fi
+}
+ab_flip() {
+  local field=$1 row=$2 i gate
+  for i in 1 2 3; do
+    AB_TIMEOUT=45 ab_run "${field}_$i" tlx_fwd_ab_ratio --only "$row" --ab "$field=True"
+  done
+  gate=$(ab_gate tlx_fwd_ab_ratio "$row<=0.99" "$OUT/ab_${field}_1.jsonl" "$OUT/ab_${field}_2.jsonl" \
+    "$OUT/ab_${field}_3.jsonl")
+  log "$field gate: $gate"
+  [ "$gate" = yes ] && chain_put "$field" 1 && flip_split_tile_field "$field" True
 }
 md5sum kernels/*.py > "$OUT/md5.txt"

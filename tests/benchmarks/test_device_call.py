@@ -531,111 +531,12 @@ def test_run52_call_b_runs_the_suite_between_tables(tmp_path, chained):
     assert ("flipped: balanced_split=True, split_tile_cost=2" in res.stdout) == bool(chained)
 
 
-FAKE_FWD_BOUND = """import json, sys
-out = sys.argv[sys.argv.index("--out") + 1]
-rows = sys.argv[sys.argv.index("--only") + 1].split(",")
-with open(out, "w") as f:
-    for name in rows:
-        f.write(json.dumps({"name": name, "variant": "nomath", "bound_ratio": 0.95}) + "\\n")
-"""
-
-
-@pytest.mark.parametrize("summary,recorded", [("60 passed in 50.0s", True),
-                                              ("1 failed, 59 passed in 50.0s", False)])
-def test_run53_call_a_measures_swap_pairs_only_after_its_tests(tmp_path, summary, recorded):
-    """Run 53's first call: the split-tile tests, swap_pairs' timeline and A/Bs and early_tiles'
-    A/Bs only when they pass (the stub's 0.97 passes both gates: both chained), the
-    cached-schedule A/Bs either way, then tables."""
-    res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run53/call_a_script.sh", summary,
-                             560, BENCH_AND_TIMELINE)
-    assert res.returncode == 0, res.stderr
-    assert f"split tests rc=0 {summary}" in res.stdout
-    for key in ("timeline swap rc=0", "ab swap_1 rc=0", "ab swap_2 rc=0", "swap_pairs gate: yes",
-                "timeline early rc=0", "ab early_1 rc=0", "ab early_3 rc=0",
-                "early_tiles gate: yes"):
-        assert (key in res.stdout) == recorded
-    assert (tmp_path / "chain/swap_pairs").exists() == recorded
-    assert (tmp_path / "chain/early_tiles").exists() == recorded
-    assert_logged_in_order(res.stdout, ("ab cached_1 rc=0", "ab cached_2 rc=0", "graph rc=0",
-                                        "table bench53 1 rc=0"))
-
-
-def _tree_with_run53_winners(tmp_path: Path, chained: tuple[str, ...]) -> Path:
-    """A call tree for run 53's calls b and c: the real kernels file, run 53's `flip_winner.sh`,
-    and call a's chained keys (`swap_pairs`, `early_tiles`) as it left them."""
-    kernel = _tree_with_split_tile_fields(tmp_path, {key: "1" for key in chained})
-    flip = tmp_path / "tree/docs/kernels/tlx_hopper_run53/flip_winner.sh"
-    flip.parent.mkdir(parents=True)
-    shutil.copy(REPO / "docs/kernels/tlx_hopper_run53/flip_winner.sh", flip)
-    return kernel
-
-
-# call a's chained keys -> the field flipped (early_tiles excludes swap_pairs, so it goes first)
-RUN53_FLIPS = [((), None), (("swap_pairs",), "swap_pairs"), (("early_tiles",), "early_tiles"),
-               (("swap_pairs", "early_tiles"), "early_tiles")]
-
-
-@pytest.mark.parametrize("chained,flipped", RUN53_FLIPS)
-def test_run53_call_b_flips_the_chained_winner_then_bounds_probe_and_tables(tmp_path, chained,
-                                                                           flipped):
-    """Run 53's second call: call a's chained winner flipped into SPLIT_TILE_FIELDS (if any), the
-    no-math / no-store bounds on three rows (nomath twice), the HBM probe, then tables."""
-    kernel = _tree_with_run53_winners(tmp_path, chained)
-    res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run53/call_b_script.sh", "", 560,
-                             dict(BENCH_AND_TIMELINE, tlx_fwd_bound=FAKE_FWD_BOUND,
-                                  hbm_probe=FAKE_HBM_PROBE))
-    assert res.returncode == 0, res.stderr
-    _assert_run53_flip(kernel, res.stdout, flipped)
-    assert_logged_in_order(res.stdout, (
-        "bound nomath_1 rc=0 [0.95, 0.95, 0.95]", "bound nostore rc=0", "bound nomath_2 rc=0",
-        "hbm probe rc=0 | PMA q128 fill0.1 |", "slices over rows: PMA q128 fill0.1 1.150",
-        "table bench53b 1 rc=0"))
-
-
-def _assert_run53_flip(kernel: Path, stdout: str, flipped: str | None) -> None:
+def _assert_flipped(kernel: Path, stdout: str, flipped: str | None) -> None:
     """The kernels file holds `flipped` (or nothing) appended to SPLIT_TILE_FIELDS, as logged."""
     text = kernel.read_text()
     for field in ("swap_pairs", "early_tiles"):
         assert (f'"first_branch": True, "{field}": True}})' in text) == (field == flipped)
         assert (f"flipped: {field}=True in SPLIT_TILE_FIELDS" in stdout) == (field == flipped)
-
-
-@pytest.mark.parametrize("chained,flipped", RUN53_FLIPS[:3])
-@pytest.mark.parametrize("call_s,suite", [(440, True), (300, False)])
-def test_run53_call_c_flips_the_chained_winner_then_runs_the_suite_where_it_fits(
-        tmp_path, chained, flipped, call_s, suite):
-    """Run 53's third call: call a's chained winner flipped (as call b does), `tests/kernels` in
-    full only with its 390 s still ahead (a short call keeps its tables), then tables."""
-    kernel = _tree_with_run53_winners(tmp_path, chained)
-    res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run53/call_c_script.sh",
-                             "1041 passed in 226.0s", call_s, BENCH_AND_TIMELINE)
-    assert res.returncode == 0, res.stderr
-    _assert_run53_flip(kernel, res.stdout, flipped)
-    assert ("kernels tests rc=0 1041 passed" in res.stdout) == suite
-    assert ("suite skipped" in res.stdout) == (not suite)
-    assert "table bench53c 1 rc=0" in res.stdout
-
-
-@pytest.mark.parametrize("summary,measured", [
-    ("1041 passed in 226.0s", True),
-    ("FAILED tests/kernels/test_tlx_hopper.py::test_dense_fwd[x] - boom\n1 failed, 1040 passed", True),
-    ("FAILED tests/kernels/test_tlx_hopper.py::test_early_tiles_change_no_value[x] - boom\n"
-     "1 failed, 1040 passed", False)])
-def test_run53_one_call_runs_the_suite_then_early_tiles_abs_unless_their_tests_failed(
-        tmp_path, summary, measured):
-    """Run 53 in one call: `tests/kernels` in full first, early tiles' A/Bs only where none of
-    their tests failed (the stub's 0.97 passes the gate: chained and flipped), then tables."""
-    kernel = _tree_with_split_tile_fields(tmp_path, {})
-    res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run53/call_one_script.sh", summary,
-                             580, BENCH_AND_TIMELINE)
-    assert res.returncode == 0, res.stderr
-    assert "kernels tests rc=0" in res.stdout
-    for key in ("ab early_1 rc=0", "ab early_3 rc=0", "early_tiles gate: yes"):
-        assert (key in res.stdout) == measured
-    assert ("no A/B" in res.stdout) == (not measured)
-    assert (tmp_path / "chain/early_tiles").exists() == measured
-    _assert_run53_flip(kernel, res.stdout, "early_tiles" if measured else None)
-    assert "table bench53one 1 rc=0" in res.stdout
 
 
 @pytest.mark.parametrize("summary,measured", [("12 passed in 40.0s", True),
@@ -655,7 +556,7 @@ def test_run53_short_call_abs_early_tiles_after_their_tests_and_the_suite_where_
         assert (key in res.stdout) == measured
     assert ("no A/B" in res.stdout) == (not measured)
     assert (tmp_path / "chain/early_tiles").exists() == measured
-    _assert_run53_flip(kernel, res.stdout, "early_tiles" if measured else None)
+    _assert_flipped(kernel, res.stdout, "early_tiles" if measured else None)
     assert ("kernels tests rc=0" in res.stdout) == suite
     assert ("suite skipped" in res.stdout) == (not suite)
     assert "table bench53s 1 rc=0" in res.stdout
@@ -676,11 +577,11 @@ def test_run54_call_runs_the_suite_then_swap_pairs_abs_unless_their_tests_failed
                              580, BENCH_AND_TIMELINE)
     assert res.returncode == 0, res.stderr
     assert "kernels tests rc=0" in res.stdout
-    for key in ("ab swap_1 rc=0", "ab swap_3 rc=0", "swap_pairs gate: yes"):
+    for key in ("ab swap_pairs_1 rc=0", "ab swap_pairs_3 rc=0", "swap_pairs gate: yes"):
         assert (key in res.stdout) == measured
     assert ("no A/B" in res.stdout) == (not measured)
     assert (tmp_path / "chain/swap_pairs").exists() == measured
-    _assert_run53_flip(kernel, res.stdout, "swap_pairs" if measured else None)
+    _assert_flipped(kernel, res.stdout, "swap_pairs" if measured else None)
     assert "table bench54 1 rc=0" in res.stdout
 
 

@@ -17,12 +17,7 @@ gpu_tests kernels tests/kernels
 DEADLINE=$DEADLINE_SAVE
 if ! grep -q "FAILED.*swap_pairs" "$OUT/tests_kernels.txt" \
    && grep -q " passed" "$OUT/tests_kernels.txt"; then
-  for i in 1 2 3; do
-    AB_TIMEOUT=45 ab_run swap_$i tlx_fwd_ab_ratio --only "$ROW" --ab swap_pairs=True
-  done
-  gate=$(ab_gate tlx_fwd_ab_ratio "$ROW<=0.99" "$OUT"/ab_swap_[123].jsonl)
-  log "swap_pairs gate: $gate"
-  [ "$gate" = yes ] && chain_put swap_pairs 1 && flip_split_tile_field swap_pairs True
+  ab_flip swap_pairs "$ROW"
 else
   log "swap_pairs' tests did not pass (or did not run): no A/B"
 fi
