@@ -3,7 +3,7 @@
 #   left      seconds until the call's deadline (CALL_S, default 360, from when this was sourced)
 #   log MSG   a timestamped line on stdout and in $OUT/call.log
 #   finish    $OUT packed into one r.tgz beside call.log (the device tool returns few files)
-#   ratios FILE FIELD   FIELD of each row of a JSONL file, rounded (for the log)
+#   ratios FILE FIELD   FIELD of each row of a JSONL file, rounded, None where absent (for the log)
 #   gpu_tests NAME ARGS...   pytest ARGS into $OUT/tests_NAME.txt, logged with its failures; status
 #             0 when something passed and nothing failed (gate the A/Bs on it)
 #   ab_run NAME FIELD ARGS...   tlx_hopper_bench ARGS (an --ab / --ab-bwd candidate) in 4 ABBA
@@ -18,6 +18,7 @@
 #             their table by warp role (byrole_NAME.md); logs the duration and DRAM throughput
 #   tables PREFIX N   up to N full tables (`tlx_hopper_bench --bwd --baseline-rounds 2`) into
 #             $OUT/PREFIX_1.jsonl ... while more than 60 s are left, each logged with its ratios
+#             (on varlen pre-expanded, and the forward's on the issue's baseline)
 #   chain_put KEY VALUE, chain_get KEY   a value handed from one call to a later one on the same
 #             warm machine (a file under CHAIN_DIR, default /tmp/jfa_chain: /tmp outlives a call,
 #             not the machine), so calls issued back to back can act on each other's results;
@@ -45,7 +46,10 @@ finish() {
   cp "$OUT/call.log" /tmp/call.log
   (cd "$OUT" && tar czf /tmp/r.tgz . && find . -mindepth 1 -delete && mv /tmp/r.tgz . && cp /tmp/call.log .)
 }
-ratios() { python -c "import json; print([round(json.loads(l)['$2'], 3) for l in open('$1')])" 2>&1; }
+ratios() {  # None for a row without the field
+  python -c "import json; rows = [json.loads(l) for l in open('$1')]
+print([round(r['$2'], 3) if '$2' in r else None for r in rows])" 2>&1
+}
 gpu_tests() {
   local name=$1; shift
   timeout "$(( $(left) - 60 ))" python -m pytest "$@" -n 14 -q -p no:cacheprovider > "$OUT/tests_$name.txt" 2>&1
@@ -96,7 +100,7 @@ tables() {
     [ "$(left)" -gt 60 ] || break
     timeout $(( $(left) - 5 )) python -m benchmarks.tlx_hopper_bench --bwd --baseline-rounds 2 \
       --out "$OUT/${prefix}_$i.jsonl" > "$OUT/${prefix}_$i.log" 2>&1
-    log "table $prefix $i rc=$? fb $(ratios "$OUT/${prefix}_$i.jsonl" varlen_fwdbwd_ms_per_tlx) fwd $(ratios "$OUT/${prefix}_$i.jsonl" varlen_fwd_ms_per_tlx)"
+    log "table $prefix $i rc=$? fb $(ratios "$OUT/${prefix}_$i.jsonl" varlen_fwdbwd_ms_per_tlx) fwd $(ratios "$OUT/${prefix}_$i.jsonl" varlen_fwd_ms_per_tlx) fwd issue $(ratios "$OUT/${prefix}_$i.jsonl" issue_varlen_fwd_ms_per_tlx)"
   done
 }
 CHAIN_DIR=${CHAIN_DIR:-/tmp/jfa_chain}

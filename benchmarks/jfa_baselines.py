@@ -21,14 +21,14 @@ Run = Callable[[], Tensor]
 FLEX_BLOCK = 128  # FlexAttention's default block size (query and key)
 
 
-def _expanded_query(inputs: JaggedInputs) -> Tensor:
-    """PMA: the shared [q_len, H, D] query copied once per batch element -> [B*q_len, H, D]."""
-    batch = len(inputs.lengths.kv)
-    return inputs.query.unsqueeze(0).expand(batch, -1, -1, -1).flatten(0, 1)
+def expand_query(query: Tensor, batch: int) -> Tensor:
+    """PMA: the shared [q_len, H, D] query copied once per batch element -> [batch*q_len, H, D]
+    (differentiable: its gradient is the batch's sum)."""
+    return query.unsqueeze(0).expand(batch, -1, -1, -1).flatten(0, 1)
 
 
 def _jagged_query(inputs: JaggedInputs) -> Tensor:
-    return _expanded_query(inputs) if inputs.broadcast_q else inputs.query
+    return expand_query(inputs.query, len(inputs.lengths.kv)) if inputs.broadcast_q else inputs.query
 
 
 def _host_offsets(lengths: Tensor) -> Tensor:

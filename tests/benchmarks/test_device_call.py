@@ -77,11 +77,12 @@ def test_gpu_tests_gates_on_passed_and_none_failed(tmp_path, summary, gate):
 
 
 def test_ratios_rounds_a_field_of_each_row(tmp_path):
-    body = ("printf '{\"r\": 0.98765}\\n{\"r\": 1.5}\\n' > \"$OUT/a.jsonl\"\n"
+    """None for a row without the field (the issue's baseline is timed on the PMA rows only)."""
+    body = ("printf '{\"r\": 0.98765}\\n{\"s\": 2}\\n{\"r\": 1.5}\\n' > \"$OUT/a.jsonl\"\n"
             "ratios \"$OUT/a.jsonl\" r")
     res, _ = run_call(tmp_path, "", body)
     assert res.returncode == 0, res.stderr
-    assert "[0.988, 1.5]" in res.stdout
+    assert "[0.988, None, 1.5]" in res.stdout
 
 
 @pytest.mark.parametrize("limits,want", [
@@ -570,8 +571,8 @@ def test_run53_short_call_abs_early_tiles_after_their_tests_and_the_suite_where_
     ("5 deselected in 0.1s", False)])
 def test_run54_call_runs_the_suite_then_swap_pairs_abs_unless_their_tests_failed(
         tmp_path, summary, measured):
-    """Run 54: `tests/kernels` in full first, swap_pairs' A/Bs only where something passed and none
-    of its tests failed (the stub's 0.97 passes the gate: chained and flipped), then tables."""
+    """Run 54: `tests/kernels` in full first, tables, then swap_pairs' A/Bs only where something
+    passed and none of its tests failed (the stub's 0.97 passes the gate: chained and flipped)."""
     kernel = _tree_with_split_tile_fields(tmp_path, {})
     res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run54/call_script.sh", summary,
                              580, BENCH_AND_TIMELINE)
@@ -582,7 +583,9 @@ def test_run54_call_runs_the_suite_then_swap_pairs_abs_unless_their_tests_failed
     assert ("no A/B" in res.stdout) == (not measured)
     assert (tmp_path / "chain/swap_pairs").exists() == measured
     _assert_flipped(kernel, res.stdout, "swap_pairs" if measured else None)
-    assert "table bench54 1 rc=0" in res.stdout
+    assert_logged_in_order(res.stdout, ("kernels tests rc=0", "table bench54 1 rc=0",
+                                        "table bench54 2 rc=0",
+                                        "ab swap_pairs_1" if measured else "no A/B"))
 
 
 def test_flip_split_tile_field_fails_loudly_where_the_line_is_gone(tmp_path):

@@ -21,6 +21,23 @@ def test_pma_forward_goal_is_the_larger_of_half_varlen_and_the_padded_floor():
     assert attainment(dict(PMA, floor_fwd_ms=0.1))[("PMA q128 fill0.5", "fwd")] == pytest.approx(0.5 / 0.5)
 
 
+def test_pma_goals_also_on_the_issues_baseline_where_recorded():
+    """Rows with the issue's baseline (`issue_varlen_*`, each against its own paired tlx timing)
+    get a second PMA goal per pass; the pre-expanded varlen's goals are unchanged."""
+    row = dict(PMA, floor_fwd_ms=0.1, issue_varlen_fwd_ms=1.6, tlx_fwd_vs_issue_ms=0.4,
+               issue_varlen_fwdbwd_ms=5.0, tlx_fwdbwd_vs_issue_ms=2.0,
+               issue_varlen_fwdbwd_ms_per_tlx=2.6)
+    got = attainment(row)
+    assert got[("PMA q128 fill0.5 (issue's varlen)", "fwd")] == pytest.approx(1.6 / 2 / 0.4)
+    assert got[("PMA q128 fill0.5 (issue's varlen)", "fwd+bwd")] == pytest.approx(2.6 / 2)
+    assert got[("PMA q128 fill0.5", "fwd")] == attainment(dict(PMA, floor_fwd_ms=0.1))[
+        ("PMA q128 fill0.5", "fwd")]
+    # the floor bounds the issue's goal too
+    floor = attainment(dict(row, floor_fwd_ms=0.8))[("PMA q128 fill0.5 (issue's varlen)", "fwd")]
+    assert floor == pytest.approx(1.25 * 0.8 / 0.4)
+    assert not any("issue" in goal for goal, _ in attainment(PMA))
+
+
 def test_self_rows_need_1_5x_and_the_full_row_is_the_dense_b768_case():
     got = attainment(SELF)
     assert got[("self B768 fill1.0", "fwd")] == pytest.approx(3.0 / 1.5 / 2.0)
