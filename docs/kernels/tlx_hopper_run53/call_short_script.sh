@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepared in session 57, whose budget held ~680 device-seconds after a start that found no machine:
-# call_one_script.sh's suite-first order would leave early tiles' A/Bs no time. Here the new
+# run 53's call_one_script.sh (suite first; removed since, never run) would leave early tiles' A/Bs no time. Here the new
 # information comes first:
 # 1. early tiles' tests (`-k early`: values, schedule, launcher, config) on the H200;
 # 2. where they passed: `--ab early_tiles=True,swap_pairs=False` on the row in three processes,
