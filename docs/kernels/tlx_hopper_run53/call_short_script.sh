@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepared in session 57, whose budget held ~680 device-seconds after a start that found no machine:
-# run 53's call_one_script.sh (suite first; removed since, never run) would leave early tiles' A/Bs no time. Here the new
-# information comes first:
+# run 53's call_one_script.sh (suite first; removed since, never run) would leave early tiles'
+# A/Bs no time. Here the new information comes first:
 # 1. early tiles' tests (`-k early`: values, schedule, launcher, config) on the H200;
 # 2. where they passed: `--ab early_tiles=True,swap_pairs=False` on the row in three processes,
 #    chained and flipped into SPLIT_TILE_FIELDS at a mean ratio of 0.99 or less;
