@@ -588,6 +588,17 @@ def test_run54_call_runs_the_suite_then_swap_pairs_abs_unless_their_tests_failed
                                         "ab swap_pairs_1" if measured else "no A/B"))
 
 
+def test_run54_short_call_keeps_its_tables_without_the_suite_or_the_abs(tmp_path):
+    """Under 450 s the suite is skipped (said so), and with no suite swap_pairs has no A/B."""
+    kernel = _tree_with_split_tile_fields(tmp_path, {})
+    res, _ = run_repo_script(tmp_path, "docs/kernels/tlx_hopper_run54/call_script.sh",
+                             "1000 passed in 226.0s", 400, BENCH_AND_TIMELINE)
+    assert res.returncode == 0, res.stderr
+    assert "kernels tests rc=" not in res.stdout
+    assert_logged_in_order(res.stdout, ("suite skipped", "table bench54 1 rc=0", "no A/B"))
+    _assert_flipped(kernel, res.stdout, None)
+
+
 def test_flip_split_tile_field_fails_loudly_where_the_line_is_gone(tmp_path):
     """The flip edits nothing and says so (status 1) when SPLIT_TILE_FIELDS' line has changed."""
     kernel = tmp_path / "tree/kernels/tlx_hopper.py"
