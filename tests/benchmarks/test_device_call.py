@@ -584,7 +584,7 @@ def test_run54_call_runs_the_suite_then_swap_pairs_abs_unless_their_tests_failed
     assert (tmp_path / "chain/swap_pairs").exists() == measured
     _assert_flipped(kernel, res.stdout, "swap_pairs" if measured else None)
     assert_logged_in_order(res.stdout, ("kernels tests rc=0", "table bench54 1 rc=0",
-                                        "table bench54 2 rc=0",
+                                        "table bench54 2 rc=0", "graph rc=0",
                                         "ab swap_pairs_1" if measured else "no A/B"))
 
 
@@ -595,7 +595,8 @@ def test_run54_short_call_keeps_its_tables_without_the_suite_or_the_abs(tmp_path
                              "1000 passed in 226.0s", 400, BENCH_AND_TIMELINE)
     assert res.returncode == 0, res.stderr
     assert "kernels tests rc=" not in res.stdout
-    assert_logged_in_order(res.stdout, ("suite skipped", "table bench54 1 rc=0", "no A/B"))
+    assert_logged_in_order(res.stdout, ("suite skipped", "table bench54 1 rc=0", "graph rc=0",
+                                        "no A/B"))
     _assert_flipped(kernel, res.stdout, None)
 
 
