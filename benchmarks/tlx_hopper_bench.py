@@ -65,7 +65,8 @@ per batch ahead of time (not timed: `varlen_*`, stricter than the issue) and, on
 also as issue 5's baseline was measured, expanded inside the call with its gradient summed back
 (`issue_varlen_*`, each paired with its own tlx timing `tlx_*_vs_issue_ms`); its forward+backward
 resets the inputs' .grad before each call (until run 13 they accumulated: an in-place add over
-dq, dk and dv inside every timed call, 0.8 ms of the 9.1 ms self fill-0.5 baseline). FLOPs: fwd 4*H*D*sum(visible pairs); fwd+bwd 3.5x that.
+dq, dk and dv inside every timed call, 0.8 ms of the 9.1 ms self fill-0.5 baseline). FLOPs: fwd
+4*H*D*sum(visible pairs); fwd+bwd 3.5x that.
 Floor = max(FLOPs / 788 TFLOP/s, min bytes / 4.3 TB/s); min bytes reads q (once), k, v and writes
 out (+ lse): backward adds reading do, out and writing dq, dk, dv.
 """

@@ -290,14 +290,12 @@ def test_host_margin_is_the_timing_less_the_hosts_median_call():
     assert host_margin_us([], []) == []
 
 
-def _attention_per_element(q, k, v, cu_q, k_off, max_q, max_k, scale):
-    """varlen_attn's contract on the CPU: softmax attention of each element's queries over its keys."""
-    out = []
-    for b in range(len(k_off) - 1):
-        qs, ks = slice(cu_q[b], cu_q[b + 1]), slice(k_off[b], k_off[b + 1])
-        w = torch.einsum("qhd,khd->hqk", q[qs], k[ks]) * scale
-        out.append(torch.einsum("hqk,khd->qhd", w.softmax(-1), v[ks]))
-    return torch.cat(out)
+def _reference_varlen(q, k, v, cu_q, k_off, max_q, max_k, scale):
+    """varlen_attn's contract on the CPU: the JFA reference backend over jagged queries."""
+    from kernels.jfa import jagged_flash_attention
+
+    return jagged_flash_attention(q, k, v, cu_q, k_off, max_q, max_k, sm_scale=scale,
+                                  backend="reference")
 
 
 def test_issue_baseline_expands_the_query_inside_the_call_and_sums_its_gradient():
@@ -307,26 +305,26 @@ def test_issue_baseline_expands_the_query_inside_the_call_and_sums_its_gradient(
     from benchmarks.tlx_hopper_bench import issue_varlen
 
     g = torch.Generator().manual_seed(0)
-    B, q_len, H, D = 3, 5, 2, 8
+    B, q_len, H, D = 3, 5, 2, 16
     lens = torch.tensor([4, 1, 7])
-    k_off = torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)])
-    cu_q = torch.arange(B + 1) * q_len
-    q = torch.randn(q_len, H, D, generator=g, dtype=torch.float64, requires_grad=True)
-    k, v = (torch.randn(int(lens.sum()), H, D, generator=g, dtype=torch.float64) for _ in range(2))
+    k_off = torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)]).int()
+    cu_q = (torch.arange(B + 1) * q_len).int()
+    q = torch.randn(q_len, H, D, generator=g, requires_grad=True)
+    k, v = (torch.randn(int(lens.sum()), H, D, generator=g) for _ in range(2))
     seen = []
 
     def recording(qv, *rest, scale):
         seen.append(qv)
-        return _attention_per_element(qv, *rest, scale)
+        return _reference_varlen(qv, *rest, scale)
 
     call = issue_varlen(recording, q, k, v, B, cu_q, k_off, q_len, 7, 0.3)
     out = call()
-    do = torch.randn(out.shape, generator=g, dtype=torch.float64)
+    do = torch.randn(out.shape, generator=g)
     out.backward(do)
     call()
     assert seen[0].shape == (B * q_len, H, D) and seen[0].data_ptr() != seen[1].data_ptr()
     q_rep = q.detach().repeat(B, 1, 1).requires_grad_()
-    ref = _attention_per_element(q_rep, k, v, cu_q, k_off, q_len, 7, 0.3)
+    ref = _reference_varlen(q_rep, k, v, cu_q, k_off, q_len, 7, 0.3)
     ref.backward(do)
     assert torch.allclose(out, ref)
     assert torch.allclose(q.grad, q_rep.grad.view(B, q_len, H, D).sum(0))
